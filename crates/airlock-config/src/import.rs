@@ -1,0 +1,328 @@
+//! The `mcpServers` JSON of Claude Desktop, Claude Code and Cursor, and the
+//! `servers` JSON of VS Code: read as a [`Config`], or converted to TOML.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{ConfigError, closest, line_col};
+use crate::model::{Config, HubSettings, SourceConfig, Transport};
+use crate::names::{sanitize, validate_source_name};
+use crate::raw::check_url;
+
+const SERVER_KEYS: &[&str] = &[
+    "command", "args", "env", "cwd", "url", "headers", "type", "disabled",
+];
+
+/// The client's file. Other top-level keys belong to the client (window
+/// settings, preferences) and are ignored; keys inside a server are ours to
+/// understand and an unknown one is an error.
+#[derive(Deserialize)]
+struct ClientFile {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: Option<BTreeMap<String, serde_json::Value>>,
+    servers: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientServer {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// The result of reading a client JSON.
+#[derive(Debug)]
+pub struct ImportOutput {
+    pub config: Config,
+    /// Server keys renamed to fit the source-name rule, `(from, to)`.
+    pub renamed: Vec<(String, String)>,
+    /// Servers marked `disabled` in the client file and left out.
+    pub skipped: Vec<String>,
+}
+
+pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput, ConfigError> {
+    let file: ClientFile = serde_json::from_str(text).map_err(|e| {
+        let (line, column) = (e.line(), e.column());
+        ConfigError {
+            file: path.to_path_buf(),
+            line,
+            column,
+            key: None,
+            message: format!("not valid client JSON: {e}"),
+            fix: "check the JSON syntax near this position (a missing comma or quote is common)"
+                .into(),
+        }
+    })?;
+    let (servers, top) = match (file.mcp_servers, file.servers) {
+        (Some(s), _) => (s, "mcpServers"),
+        (None, Some(s)) => (s, "servers"),
+        (None, None) => {
+            return Err(ConfigError::at(
+                path,
+                text,
+                None,
+                None,
+                "the JSON has no `mcpServers` (Claude, Cursor) or `servers` (VS Code) object",
+                "point --config at the client's MCP config file, or write airlock TOML",
+            ));
+        }
+    };
+
+    let mut renamed = Vec::new();
+    let mut skipped = Vec::new();
+    let mut sources: Vec<SourceConfig> = Vec::new();
+    for (key, value) in servers {
+        let at = locate_key(text, &key);
+        let err = |k: Option<String>, m: String, f: String| ConfigError {
+            file: path.to_path_buf(),
+            line: at.0,
+            column: at.1,
+            key: k,
+            message: m,
+            fix: f,
+        };
+        let dotted = format!("{top}.{key}");
+        let server: ClientServer = serde_json::from_value(value).map_err(|e| {
+            let msg = e.to_string();
+            let fix = match msg
+                .strip_prefix("unknown field `")
+                .and_then(|r| r.split('`').next())
+            {
+                Some(u) => match closest(u, SERVER_KEYS) {
+                    Some(k) => format!("did you mean `{k}`?"),
+                    None => format!(
+                        "remove `{u}`; airlock understands {}",
+                        SERVER_KEYS.join(", ")
+                    ),
+                },
+                None => "check the value types: args is a list of strings, env and headers map strings to strings".into(),
+            };
+            err(Some(dotted.clone()), msg, fix)
+        })?;
+        if server.disabled {
+            skipped.push(key);
+            continue;
+        }
+        let name = if validate_source_name(&key).is_ok() {
+            key.clone()
+        } else {
+            let s = sanitize(&key);
+            validate_source_name(&s).map_err(|m| {
+                err(
+                    Some(dotted.clone()),
+                    m,
+                    "rename the server key in the client file".into(),
+                )
+            })?;
+            renamed.push((key.clone(), s.clone()));
+            s
+        };
+        if let Some(other) = sources.iter().find(|s| s.name.eq_ignore_ascii_case(&name)) {
+            return Err(err(
+                Some(dotted),
+                format!(
+                    "server `{key}` becomes source `{name}`, which collides with `{}`",
+                    other.name
+                ),
+                "rename one of the two servers so their names differ by more than case or punctuation".into(),
+            ));
+        }
+        let kind = server.kind.as_deref().map(str::to_ascii_lowercase);
+        let transport = match (kind.as_deref(), server.command, server.url) {
+            (Some("sse"), _, _) => {
+                return Err(err(
+                    Some(format!("{dotted}.type")),
+                    "the legacy SSE transport is not supported".into(),
+                    "use the server's Streamable HTTP endpoint with \"type\": \"http\"".into(),
+                ));
+            }
+            (None | Some("stdio"), Some(command), None) => Transport::Stdio {
+                command,
+                args: server.args,
+                env: server.env,
+                cwd: server.cwd.map(Into::into),
+            },
+            (None | Some("http") | Some("streamable-http") | Some("streamablehttp"), None, Some(url)) => {
+                check_url(&url).map_err(|(m, f)| err(Some(format!("{dotted}.url")), m, f))?;
+                Transport::Http {
+                    url,
+                    headers: server.headers,
+                }
+            }
+            (Some(other), _, _)
+                if !matches!(other, "stdio" | "http" | "streamable-http" | "streamablehttp") =>
+            {
+                return Err(err(
+                    Some(format!("{dotted}.type")),
+                    format!("unknown server type `{other}`"),
+                    "use \"stdio\" (with command) or \"http\" (with url)".into(),
+                ));
+            }
+            _ => {
+                return Err(err(
+                    Some(dotted),
+                    "a server needs exactly one of `command` or `url` matching its `type`".into(),
+                    "give it a command (stdio) or a url (Streamable HTTP)".into(),
+                ));
+            }
+        };
+        sources.push(SourceConfig {
+            name,
+            transport,
+            call_timeout: None,
+        });
+    }
+    sources.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(ImportOutput {
+        config: Config {
+            origin: Some(path.to_path_buf()),
+            hub: HubSettings::default(),
+            sources,
+        },
+        renamed,
+        skipped,
+    })
+}
+
+/// Position of `"key":` in the text, for messages about values serde_json
+/// cannot place.
+fn locate_key(text: &str, key: &str) -> (usize, usize) {
+    let needle = serde_json::to_string(key).unwrap_or_default();
+    text.find(&needle)
+        .map(|o| line_col(text, o))
+        .unwrap_or((1, 1))
+}
+
+/// Reads a client JSON file and renders the equivalent airlock TOML.
+pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
+    let out = parse_client_json(path, &text)?;
+    let toml = render_toml(&out.config);
+    Ok((out, toml))
+}
+
+/// Renders sources as airlock TOML. Values are copied as they are: a value
+/// that should be a secret is the user's to move into the keychain.
+pub fn render_toml(config: &Config) -> String {
+    let mut sources = toml::Table::new();
+    for s in &config.sources {
+        let mut t = toml::Table::new();
+        match &s.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                t.insert("command".into(), command.clone().into());
+                if !args.is_empty() {
+                    t.insert(
+                        "args".into(),
+                        toml::Value::Array(args.iter().cloned().map(Into::into).collect()),
+                    );
+                }
+                if !env.is_empty() {
+                    t.insert("env".into(), string_table(env));
+                }
+                if let Some(cwd) = cwd {
+                    t.insert("cwd".into(), cwd.to_string_lossy().into_owned().into());
+                }
+            }
+            Transport::Http { url, headers } => {
+                t.insert("url".into(), url.clone().into());
+                if !headers.is_empty() {
+                    t.insert("headers".into(), string_table(headers));
+                }
+            }
+        }
+        sources.insert(s.name.clone(), toml::Value::Table(t));
+    }
+    let mut root = toml::Table::new();
+    root.insert("sources".into(), toml::Value::Table(sources));
+    toml::to_string(&root).unwrap_or_default()
+}
+
+fn string_table(map: &BTreeMap<String, String>) -> toml::Value {
+    toml::Value::Table(
+        map.iter()
+            .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn parse(text: &str) -> Result<ImportOutput, ConfigError> {
+        parse_client_json(&PathBuf::from("claude.json"), text)
+    }
+
+    #[test]
+    fn claude_desktop_file_runs_unchanged() {
+        let out = parse(
+            r#"{
+  "globalShortcut": "Ctrl+Space",
+  "mcpServers": {
+    "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},
+    "my_api": {"type": "http", "url": "https://api.example.com/mcp", "headers": {"X-Team": "a"}},
+    "old": {"command": "x", "disabled": true}
+  }
+}"#,
+        )
+        .unwrap();
+        let names: Vec<_> = out.config.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["filesystem", "my-api"]);
+        assert_eq!(out.renamed, [("my_api".to_string(), "my-api".to_string())]);
+        assert_eq!(out.skipped, ["old"]);
+    }
+
+    #[test]
+    fn vs_code_servers_are_read() {
+        let out = parse(r#"{"servers": {"git": {"type": "stdio", "command": "uvx", "args": ["mcp-server-git"]}}, "inputs": []}"#).unwrap();
+        assert_eq!(out.config.sources[0].name, "git");
+    }
+
+    #[test]
+    fn unknown_server_key_is_an_error_with_a_suggestion() {
+        let e = parse("{\n\"mcpServers\": {\n \"a\": {\"comand\": \"x\"}}}").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert_eq!(e.key.as_deref(), Some("mcpServers.a"));
+        assert!(e.fix.contains("`command`"), "{e}");
+    }
+
+    #[test]
+    fn renamed_collision_is_refused() {
+        let e = parse(r#"{"mcpServers": {"a_b": {"command": "x"}, "a-b": {"command": "y"}}}"#)
+            .unwrap_err();
+        assert!(e.message.contains("collides"), "{e}");
+    }
+
+    #[test]
+    fn malformed_json_names_the_position() {
+        let e = parse("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"\n  }\n").unwrap_err();
+        assert!(e.line >= 4, "{e}");
+    }
+
+    #[test]
+    fn toml_round_trip_gives_the_same_sources() {
+        let out = parse(r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "pkg"], "env": {"K": "v"}}, "web": {"url": "https://h.example/mcp"}}}"#).unwrap();
+        let text = render_toml(&out.config);
+        let back = crate::raw::parse_toml(&PathBuf::from("x.toml"), &text).unwrap();
+        assert_eq!(back.sources, out.config.sources);
+    }
+}

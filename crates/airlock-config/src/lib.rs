@@ -1,0 +1,56 @@
+//! airlock's configuration.
+//!
+//! One model ([`Config`]) read from two formats:
+//!
+//! - the TOML file a person writes for airlock (see `docs/config.md`), where
+//!   every key is known and an unknown one is an error;
+//! - the `mcpServers` JSON that Claude Desktop, Claude Code and Cursor already
+//!   use (and VS Code's `servers`), so an existing setup runs unchanged.
+//!
+//! Every error is a [`ConfigError`] naming the file, line, column, key and a
+//! fix. This crate does no I/O beyond reading the file it is given and knows
+//! nothing about MCP; the hub decides what to do with a valid config.
+
+mod error;
+mod import;
+mod model;
+mod names;
+mod raw;
+
+pub use error::ConfigError;
+pub use import::{ImportOutput, import_json};
+pub use model::{Config, HubSettings, SourceConfig, Transport};
+pub use names::{SOURCE_NAME_RULE, validate_source_name};
+
+use std::path::Path;
+
+/// Which of the two accepted formats a file is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    ClientJson,
+}
+
+impl Format {
+    /// `.json` files are client configs; everything else is airlock TOML.
+    pub fn of(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("json") => Format::ClientJson,
+            _ => Format::Toml,
+        }
+    }
+}
+
+/// Reads and validates a config file in either format.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
+    parse(path, &text, Format::of(path))
+}
+
+/// Parses config text; `path` is used for messages and to resolve relative paths.
+pub fn parse(path: &Path, text: &str, format: Format) -> Result<Config, ConfigError> {
+    match format {
+        Format::Toml => raw::parse_toml(path, text),
+        Format::ClientJson => import::parse_client_json(path, text).map(|out| out.config),
+    }
+}

@@ -1,0 +1,422 @@
+//! The TOML file as written, with positions, and its validation into [`Config`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{ConfigError, closest};
+use crate::model::{Config, HubSettings, SourceConfig, Transport};
+use crate::names::validate_source_name;
+
+const HUB_KEYS: &[&str] = &[
+    "call_timeout",
+    "connect_timeout",
+    "max_message_bytes",
+    "allow_non_loopback",
+];
+const SOURCE_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "call_timeout",
+];
+const TOP_KEYS: &[&str] = &["hub", "sources"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    hub: Option<RawHub>,
+    #[serde(default)]
+    sources: BTreeMap<Spanned<String>, Spanned<RawSource>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHub {
+    call_timeout: Option<Spanned<String>>,
+    connect_timeout: Option<Spanned<String>>,
+    max_message_bytes: Option<Spanned<i64>>,
+    allow_non_loopback: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    command: Option<Spanned<String>>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<String>,
+    url: Option<Spanned<String>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    call_timeout: Option<Spanned<String>>,
+}
+
+pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
+    let err = |offset: usize, key: String, msg: String, fix: String| {
+        ConfigError::at(path, text, Some(offset), Some(key), msg, fix)
+    };
+
+    let mut hub = HubSettings::default();
+    if let Some(h) = raw.hub {
+        if let Some(t) = h.call_timeout {
+            hub.call_timeout = duration(path, text, "hub.call_timeout", &t)?;
+        }
+        if let Some(t) = h.connect_timeout {
+            hub.connect_timeout = duration(path, text, "hub.connect_timeout", &t)?;
+        }
+        if let Some(n) = h.max_message_bytes {
+            let v = *n.get_ref();
+            if !(1024..=(1 << 30)).contains(&v) {
+                return Err(err(
+                    n.span().start,
+                    "hub.max_message_bytes".into(),
+                    format!("{v} is outside the accepted range"),
+                    "use a byte count between 1024 and 1073741824 (1 GiB)".into(),
+                ));
+            }
+            hub.max_message_bytes = v as usize;
+        }
+        if let Some(b) = h.allow_non_loopback {
+            hub.allow_non_loopback = b;
+        }
+    }
+
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut sources = Vec::new();
+    for (name, source) in raw.sources {
+        let key = format!("sources.{}", name.get_ref());
+        validate_source_name(name.get_ref()).map_err(|m| {
+            err(
+                name.span().start,
+                key.clone(),
+                m,
+                format!(
+                    "rename the table, e.g. [sources.{}]",
+                    crate::names::sanitize(name.get_ref())
+                ),
+            )
+        })?;
+        let span = source.span();
+        let s = source.into_inner();
+        let transport = match (s.command, s.url) {
+            (Some(_), Some(url)) => {
+                return Err(err(
+                    url.span().start,
+                    format!("{key}.url"),
+                    "a source has either `command` (stdio) or `url` (Streamable HTTP), not both"
+                        .into(),
+                    "split it into two sources, or remove one of the keys".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(err(
+                    span.start,
+                    key,
+                    "a source needs `command` (stdio) or `url` (Streamable HTTP)".into(),
+                    "add e.g. command = \"npx\" or url = \"https://example.com/mcp\"".into(),
+                ));
+            }
+            (Some(command), None) => {
+                if !s.headers.is_empty() {
+                    return Err(err(
+                        span.start,
+                        format!("{key}.headers"),
+                        "`headers` applies only to url sources".into(),
+                        "remove `headers`, or pass values through `env`".into(),
+                    ));
+                }
+                if command.get_ref().trim().is_empty() {
+                    return Err(err(
+                        command.span().start,
+                        format!("{key}.command"),
+                        "`command` is empty".into(),
+                        "name the program to run, e.g. command = \"npx\"".into(),
+                    ));
+                }
+                Transport::Stdio {
+                    command: command.into_inner(),
+                    args: s.args,
+                    env: s.env,
+                    cwd: s.cwd.map(|c| base.join(c)),
+                }
+            }
+            (None, Some(url)) => {
+                if !s.args.is_empty() || !s.env.is_empty() || s.cwd.is_some() {
+                    return Err(err(
+                        span.start,
+                        key,
+                        "`args`, `env` and `cwd` apply only to command sources".into(),
+                        "remove them from this url source".into(),
+                    ));
+                }
+                check_url(url.get_ref()).map_err(|(m, f)| {
+                    err(url.span().start, format!("{key}.url"), m, f)
+                })?;
+                Transport::Http {
+                    url: url.into_inner(),
+                    headers: s.headers,
+                }
+            }
+        };
+        let call_timeout = s
+            .call_timeout
+            .map(|t| duration(path, text, &format!("{key}.call_timeout"), &t))
+            .transpose()?;
+        sources.push((
+            name.span().start,
+            SourceConfig {
+                name: name.into_inner(),
+                transport,
+                call_timeout,
+            },
+        ));
+    }
+    check_unique(path, text, &sources)?;
+    Ok(Config {
+        origin: Some(path.to_path_buf()),
+        hub,
+        sources: sources.into_iter().map(|(_, s)| s).collect(),
+    })
+}
+
+fn duration(
+    path: &Path,
+    text: &str,
+    key: &str,
+    value: &Spanned<String>,
+) -> Result<Duration, ConfigError> {
+    let d = humantime::parse_duration(value.get_ref()).map_err(|e| {
+        ConfigError::at(
+            path,
+            text,
+            Some(value.span().start),
+            Some(key.into()),
+            format!("`{}` is not a duration: {e}", value.get_ref()),
+            "write a number with a unit, e.g. \"30s\", \"2m\" or \"500ms\"",
+        )
+    })?;
+    if d.is_zero() || d > Duration::from_secs(24 * 3600) {
+        return Err(ConfigError::at(
+            path,
+            text,
+            Some(value.span().start),
+            Some(key.into()),
+            format!("`{}` is outside the accepted range", value.get_ref()),
+            "use a duration above zero and at most 24h",
+        ));
+    }
+    Ok(d)
+}
+
+/// Rejects URLs that cannot be a Streamable HTTP endpoint. Egress review
+/// (allowed hosts, private ranges) happens where connections are made.
+pub(crate) fn check_url(url: &str) -> Result<(), (String, String)> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err((
+            format!("`{url}` is not an absolute URL"),
+            "write the full endpoint, e.g. https://example.com/mcp".into(),
+        ));
+    };
+    if !scheme.eq_ignore_ascii_case("https") && !scheme.eq_ignore_ascii_case("http") {
+        return Err((
+            format!("scheme `{scheme}` is not supported"),
+            "use an https:// (or, for loopback, http://) Streamable HTTP endpoint".into(),
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return Err((
+            "the URL carries credentials (user:password@) which would leak into logs and requests"
+                .into(),
+            "remove them from the URL and send them as a header instead".into(),
+        ));
+    }
+    if authority.is_empty() {
+        return Err((
+            format!("`{url}` has no host"),
+            "write the full endpoint, e.g. https://example.com/mcp".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_unique(
+    path: &Path,
+    text: &str,
+    sources: &[(usize, SourceConfig)],
+) -> Result<(), ConfigError> {
+    for (i, (offset, a)) in sources.iter().enumerate() {
+        for (_, b) in &sources[..i] {
+            if a.name.eq_ignore_ascii_case(&b.name) {
+                return Err(ConfigError::at(
+                    path,
+                    text,
+                    Some(*offset),
+                    Some(format!("sources.{}", a.name)),
+                    format!(
+                        "sources `{}` and `{}` differ only in case, so their tool names would collide",
+                        b.name, a.name
+                    ),
+                    "rename one of them",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    let offset = e.span().map(|s| s.start);
+    let message = e.message().trim().to_string();
+    let header = offset.map(|o| table_header_before(text, o)).unwrap_or_default();
+    let word = offset
+        .map(|o| word_at(text, o))
+        .filter(|w| !w.is_empty());
+    let key = match (&word, header.is_empty()) {
+        (Some(w), false) => Some(format!("{header}.{w}")),
+        (Some(w), true) => Some(w.clone()),
+        (None, false) => Some(header.clone()),
+        (None, true) => None,
+    };
+    let fix = if let Some(unknown) = message
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next())
+    {
+        let known = if header.is_empty() {
+            TOP_KEYS
+        } else if header == "hub" {
+            HUB_KEYS
+        } else {
+            SOURCE_KEYS
+        };
+        match closest(unknown, known) {
+            Some(k) => format!("did you mean `{k}`? (known keys: {})", known.join(", ")),
+            None => format!("remove it; known keys here: {}", known.join(", ")),
+        }
+    } else if message.contains("invalid type") {
+        "check the value's type against docs/config.md (strings are quoted, lists use [ ])".into()
+    } else {
+        "fix the TOML syntax at this position (see docs/config.md for examples)".into()
+    };
+    let message = message.lines().next().unwrap_or("invalid TOML").to_string();
+    ConfigError::at(path, text, offset, key, message, fix)
+}
+
+fn table_header_before(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    text[..offset]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && l.ends_with(']'))
+        .map(|l| l.trim_matches(['[', ']']).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn word_at(text: &str, offset: usize) -> String {
+    text.get(offset..)
+        .unwrap_or("")
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        parse_toml(&PathBuf::from("airlock.toml"), text)
+    }
+
+    #[test]
+    fn reads_both_kinds_of_source() {
+        let c = parse(
+            r#"
+[hub]
+call_timeout = "5s"
+
+[sources.fs]
+command = "npx"
+args = ["-y", "server"]
+env = { A = "b" }
+
+[sources.web]
+url = "https://example.com/mcp"
+headers = { X-Team = "blue" }
+call_timeout = "2m"
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.hub.call_timeout, Duration::from_secs(5));
+        assert_eq!(c.sources.len(), 2);
+        assert_eq!(c.sources[0].name, "fs");
+        assert_eq!(c.sources[1].call_timeout, Some(Duration::from_secs(120)));
+        assert!(matches!(c.sources[1].transport, Transport::Http { .. }));
+    }
+
+    #[test]
+    fn unknown_key_names_line_column_key_and_fix() {
+        let e = parse("[sources.fs]\ncomand = \"npx\"\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 1));
+        assert_eq!(e.key.as_deref(), Some("sources.fs.comand"));
+        assert!(e.fix.contains("did you mean `command`"), "{e}");
+        let shown = e.to_string();
+        assert!(shown.starts_with("airlock.toml:2:1: unknown field `comand`"), "{shown}");
+    }
+
+    #[test]
+    fn unknown_top_level_key_is_an_error() {
+        let e = parse("[hubb]\n").unwrap_err();
+        assert!(e.fix.contains("`hub`"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_is_explained() {
+        let e = parse("[hub]\ncall_timeout = \"soon\"\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert_eq!(e.key.as_deref(), Some("hub.call_timeout"));
+        assert!(e.fix.contains("30s"));
+    }
+
+    #[test]
+    fn source_needs_exactly_one_transport() {
+        let e = parse("[sources.a]\nargs = []\n").unwrap_err();
+        assert!(e.message.contains("needs `command`"), "{e}");
+        let e = parse("[sources.a]\ncommand = \"x\"\nurl = \"https://h/mcp\"\n").unwrap_err();
+        assert_eq!(e.line, 3);
+    }
+
+    #[test]
+    fn credentials_in_url_are_refused() {
+        let e = parse("[sources.a]\nurl = \"https://user:tok@example.com/mcp\"\n").unwrap_err();
+        assert!(e.message.contains("credentials"), "{e}");
+    }
+
+    #[test]
+    fn names_that_would_collide_are_refused() {
+        let e = parse("[sources.Git]\ncommand = \"a\"\n[sources.git]\ncommand = \"b\"\n")
+            .unwrap_err();
+        assert!(e.message.contains("collide"), "{e}");
+        let e = parse("[sources.git_hub]\ncommand = \"a\"\n").unwrap_err();
+        assert!(e.fix.contains("[sources.git-hub]"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_is_explained() {
+        let e = parse("[sources.a]\ncommand = \"x\"\nargs = \"-y\"\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("invalid type"), "{e}");
+    }
+}

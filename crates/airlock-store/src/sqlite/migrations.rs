@@ -1,0 +1,61 @@
+//! Forward-only schema migrations, tracked in `PRAGMA user_version`.
+//!
+//! Each entry moves the schema from version `i` to `i + 1` and runs in one
+//! transaction with the version bump, so a crash mid-migration leaves the
+//! previous version intact. Never edit a shipped entry; append a new one.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use crate::{Result, StoreError};
+
+const MIGRATIONS: &[&str] = &[
+    // 1: catalog, source status, call log.
+    "CREATE TABLE catalog (
+        source      TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        definition  TEXT NOT NULL,
+        seen_at_ms  INTEGER NOT NULL,
+        PRIMARY KEY (source, kind, name)
+    );
+    CREATE TABLE source_status (
+        source        TEXT PRIMARY KEY,
+        state         TEXT NOT NULL,
+        detail        TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE call_log (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        started_at_ms INTEGER NOT NULL,
+        duration_us   INTEGER NOT NULL,
+        tool          TEXT NOT NULL,
+        source        TEXT NOT NULL,
+        outcome       TEXT NOT NULL,
+        detail        TEXT NOT NULL
+    );
+    CREATE INDEX call_log_started ON call_log (started_at_ms);",
+];
+
+pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {
+    let supported = MIGRATIONS.len() as i64;
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > supported {
+        return Err(StoreError::TooNew {
+            path: path.display().to_string(),
+            found,
+            supported,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {}; COMMIT;",
+            i + 1
+        ))
+        .inspect_err(|_| {
+            let _ = conn.execute_batch("ROLLBACK");
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! The MCP client airlock runs toward each source.
+//!
+//! It implements rmcp's `Service<RoleClient>` directly rather than the typed
+//! `ClientHandler`, so every server-to-client request is relayed whole,
+//! whatever its kind, instead of being re-built field by field.
+
+// Logging, sampling and roots are deprecated by SEP-2577 but still used by
+// the servers and clients airlock sits between; relaying them is the point.
+#![allow(deprecated)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientResult, Implementation,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
+    ServerNotification, ServerRequest,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
+use rmcp::ErrorData;
+
+use crate::source::Source;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a source sends toward clients, and where the hub routes it.
+pub trait Downstream: Send + Sync + 'static {
+    /// A request from the server to the client (elicitation, sampling,
+    /// roots). The hub answers it through the client whose call caused it,
+    /// or refuses it when no such client can be found.
+    fn server_request(
+        &self,
+        source: &str,
+        request: ServerRequest,
+    ) -> BoxFuture<'_, Result<ClientResult, ErrorData>>;
+    fn progress(&self, source: &str, params: ProgressNotificationParam);
+    fn log(&self, source: &str, params: LoggingMessageNotificationParam);
+    fn resource_updated(&self, source: &str, params: ResourceUpdatedNotificationParam);
+    /// One of the source's lists changed and its snapshot was refreshed.
+    fn catalog_changed(&self, source: &str);
+    /// The source's state changed (starting, ready, failed, ...).
+    fn state_changed(&self, source: &str, state: &crate::SourceState);
+}
+
+pub(crate) struct UpstreamClient {
+    pub(crate) source: Weak<Source>,
+    pub(crate) name: Arc<str>,
+    pub(crate) downstream: Arc<dyn Downstream>,
+}
+
+/// airlock can relay every client feature, so it declares them all to the
+/// upstream; whether the actual client supports one is checked per request.
+fn client_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "elicitation": {"form": {}, "url": {}},
+        "sampling": {},
+        "roots": {"listChanged": true}
+    }))
+    .unwrap_or_default()
+}
+
+impl Service<RoleClient> for UpstreamClient {
+    async fn handle_request(
+        &self,
+        request: ServerRequest,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ClientResult, ErrorData> {
+        if let ServerRequest::PingRequest(_) = request {
+            return Ok(ClientResult::empty(()));
+        }
+        self.downstream.server_request(&self.name, request).await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ServerNotification,
+        _context: NotificationContext<RoleClient>,
+    ) -> Result<(), ErrorData> {
+        match notification {
+            ServerNotification::ProgressNotification(n) => {
+                self.downstream.progress(&self.name, n.params)
+            }
+            ServerNotification::LoggingMessageNotification(n) => {
+                self.downstream.log(&self.name, n.params)
+            }
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                self.downstream.resource_updated(&self.name, n.params)
+            }
+            ServerNotification::ToolListChangedNotification(_)
+            | ServerNotification::PromptListChangedNotification(_)
+            | ServerNotification::ResourceListChangedNotification(_) => {
+                if let Some(source) = self.source.upgrade() {
+                    tokio::spawn(async move { source.refresh_after_change().await });
+                }
+            }
+            // Cancellation of our own requests and anything else the
+            // server announces needs no action from the hub.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            client_capabilities(),
+            Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}

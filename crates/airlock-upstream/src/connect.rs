@@ -1,0 +1,236 @@
+//! Opening a connection to a source: spawning a stdio child or reaching a
+//! Streamable HTTP endpoint, then the MCP handshake, all within one timeout.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use airlock_config::{SourceConfig, Transport};
+use rmcp::ServiceExt;
+use std::future::Future;
+use std::pin::Pin;
+
+use rmcp::service::{Peer, RoleClient, RunningService, RunningServiceCancellationToken};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::client::UpstreamClient;
+
+const STDERR_TAIL_LINES: usize = 20;
+
+pub(crate) struct Connection {
+    pub(crate) peer: Peer<RoleClient>,
+    cancel: Option<RunningServiceCancellationToken>,
+    ended: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    child: Option<Child>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Connection {
+    fn new(
+        service: RunningService<RoleClient, UpstreamClient>,
+        child: Option<Child>,
+        stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    ) -> Self {
+        let peer = service.peer().clone();
+        let cancel = Some(service.cancellation_token());
+        let ended = Some(Box::pin(async move {
+            let _ = service.waiting().await;
+        }) as Pin<Box<dyn Future<Output = ()> + Send>>);
+        Connection {
+            peer,
+            cancel,
+            ended,
+            child,
+            stderr_tail,
+        }
+    }
+
+    /// Waits for the connection to end and says why, in a person's words.
+    pub(crate) async fn wait(&mut self) -> String {
+        let ended = self.ended.as_mut();
+        let reason = match (&mut self.child, ended) {
+            (Some(child), Some(ended)) => {
+                let status = tokio::select! {
+                    status = child.wait() => Some(status),
+                    _ = ended => None,
+                };
+                match status {
+                    Some(Ok(s)) => format!("the process exited ({s})"),
+                    Some(Err(e)) => format!("waiting for the process failed: {e}"),
+                    None => "the process closed its stdio connection".to_string(),
+                }
+            }
+            (None, Some(ended)) => {
+                ended.await;
+                "the HTTP connection closed".to_string()
+            }
+            (_, None) => "the connection was closed".to_string(),
+        };
+        self.ended = None;
+        self.with_stderr(reason)
+    }
+
+    fn with_stderr(&self, reason: String) -> String {
+        let tail = self.stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
+        match tail.back() {
+            Some(last) => format!("{reason}; last stderr line: {last}"),
+            None => reason,
+        }
+    }
+
+    pub(crate) async fn close(mut self) {
+        if let Some(cancel) = self.cancel.take() {
+            cancel.cancel();
+        }
+        if let Some(ended) = self.ended.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), ended).await;
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        }
+    }
+}
+
+pub(crate) async fn connect(
+    config: &SourceConfig,
+    handler: UpstreamClient,
+    timeout: Duration,
+    max_message_bytes: usize,
+) -> Result<Connection, String> {
+    match &config.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = Command::new(command);
+            cmd.args(args)
+                .envs(env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            die_with_parent(&mut cmd);
+            let mut child = cmd.spawn().map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => format!(
+                    "cannot start `{command}`: program not found (is it installed and on PATH?)"
+                ),
+                _ => format!("cannot start `{command}`: {e}"),
+            })?;
+            let stdout = child.stdout.take().ok_or("the child has no stdout")?;
+            let stdin = child.stdin.take().ok_or("the child has no stdin")?;
+            let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+            if let Some(stderr) = child.stderr.take() {
+                let tail = stderr_tail.clone();
+                let source = config.name.clone();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(%source, "stderr: {line}");
+                        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                        if t.len() == STDERR_TAIL_LINES {
+                            t.pop_front();
+                        }
+                        t.push_back(line);
+                    }
+                });
+            }
+            let transport =
+                AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message_bytes);
+            let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    let _ = child.start_kill();
+                    let exited = child.try_wait().ok().flatten();
+                    let tail = stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut msg = format!("the MCP handshake failed: {e}");
+                    if let Some(s) = exited {
+                        msg.push_str(&format!("; the process exited ({s})"));
+                    }
+                    if let Some(last) = tail.back() {
+                        msg.push_str(&format!("; last stderr line: {last}"));
+                    }
+                    return Err(msg);
+                }
+                Err(_) => {
+                    let _ = child.start_kill();
+                    return Err(format!(
+                        "no MCP handshake within {}s (is `{command}` an MCP server speaking stdio?)",
+                        timeout.as_secs()
+                    ));
+                }
+            };
+            Ok(Connection::new(service, Some(child), stderr_tail))
+        }
+        Transport::Http { url, headers } => {
+            let mut custom = HashMap::new();
+            for (k, v) in headers {
+                let name = k
+                    .parse()
+                    .map_err(|_| format!("header name `{k}` is not valid"))?;
+                let value = v
+                    .parse()
+                    .map_err(|_| format!("the value of header `{k}` is not a valid header value"))?;
+                custom.insert(name, value);
+            }
+            let transport = StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom)
+                    .max_json_response_size(max_message_bytes)
+                    .max_sse_event_size(max_message_bytes),
+            );
+            let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(format!("the MCP handshake with {url} failed: {e}")),
+                Err(_) => {
+                    return Err(format!(
+                        "no MCP handshake from {url} within {}s",
+                        timeout.as_secs()
+                    ));
+                }
+            };
+            Ok(Connection::new(
+                service,
+                None,
+                Arc::new(Mutex::new(VecDeque::new())),
+            ))
+        }
+    }
+}
+
+/// Ask the kernel to kill the child when airlock dies, however it dies
+/// (including SIGKILL, where no destructor runs). `kill_on_drop` covers the
+/// orderly paths.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only prctl and getppid, both async-signal-safe. If the parent already
+    // died between fork and prctl, exit at once rather than run orphaned.
+    let parent = std::process::id() as libc::pid_t;
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}

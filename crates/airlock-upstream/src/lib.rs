@@ -1,0 +1,19 @@
+//! The side of airlock that faces MCP servers.
+//!
+//! Each configured source becomes a [`Source`]: a supervised connection that
+//! starts (in parallel with the others), publishes a [`Snapshot`] of what the
+//! server offers, restarts with backoff when it dies, and never lets its
+//! child process outlive airlock. What the server sends that is not a
+//! response — requests to the client (elicitation, sampling, roots),
+//! progress, logs, list changes — is handed to a [`Downstream`], which the
+//! hub implements to reach the right client.
+//!
+//! This crate does not decide whether a call may run; it only carries calls
+//! the hub has already decided to make.
+
+mod client;
+mod connect;
+mod source;
+
+pub use client::Downstream;
+pub use source::{Snapshot, Source, SourceState, UpstreamError};
