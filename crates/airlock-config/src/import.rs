@@ -155,7 +155,11 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
                 env: server.env,
                 cwd: server.cwd.map(Into::into),
             },
-            (None | Some("http") | Some("streamable-http") | Some("streamablehttp"), None, Some(url)) => {
+            (
+                None | Some("http") | Some("streamable-http") | Some("streamablehttp"),
+                None,
+                Some(url),
+            ) => {
                 check_url(&url).map_err(|(m, f)| err(Some(format!("{dotted}.url")), m, f))?;
                 Transport::Http {
                     url,
@@ -163,7 +167,10 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
                 }
             }
             (Some(other), _, _)
-                if !matches!(other, "stdio" | "http" | "streamable-http" | "streamablehttp") =>
+                if !matches!(
+                    other,
+                    "stdio" | "http" | "streamable-http" | "streamablehttp"
+                ) =>
             {
                 return Err(err(
                     Some(format!("{dotted}.type")),

@@ -7,7 +7,10 @@ pub const SOURCE_NAME_RULE: &str =
 pub fn validate_source_name(name: &str) -> Result<(), String> {
     let ok = (1..=32).contains(&name.len())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
     if ok {
         Ok(())
     } else {

@@ -159,9 +159,8 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                         "remove them from this url source".into(),
                     ));
                 }
-                check_url(url.get_ref()).map_err(|(m, f)| {
-                    err(url.span().start, format!("{key}.url"), m, f)
-                })?;
+                check_url(url.get_ref())
+                    .map_err(|(m, f)| err(url.span().start, format!("{key}.url"), m, f))?;
                 Transport::Http {
                     url: url.into_inner(),
                     headers: s.headers,
@@ -247,7 +246,26 @@ pub(crate) fn check_url(url: &str) -> Result<(), (String, String)> {
             "write the full endpoint, e.g. https://example.com/mcp".into(),
         ));
     }
+    if scheme.eq_ignore_ascii_case("http") && !is_loopback_authority(authority) {
+        return Err((
+            format!("`{url}` would send calls unencrypted to another machine"),
+            "use https://, or http:// only for 127.0.0.1, [::1] or localhost".into(),
+        ));
+    }
     Ok(())
+}
+
+/// `host[:port]` naming this machine.
+fn is_loopback_authority(authority: &str) -> bool {
+    let host = if let Some(rest) = authority.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn check_unique(
@@ -278,10 +296,10 @@ fn check_unique(
 fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
     let offset = e.span().map(|s| s.start);
     let message = e.message().trim().to_string();
-    let header = offset.map(|o| table_header_before(text, o)).unwrap_or_default();
-    let word = offset
-        .map(|o| word_at(text, o))
-        .filter(|w| !w.is_empty());
+    let header = offset
+        .map(|o| table_header_before(text, o))
+        .unwrap_or_default();
+    let word = offset.map(|o| word_at(text, o)).filter(|w| !w.is_empty());
     let key = match (&word, header.is_empty()) {
         (Some(w), false) => Some(format!("{header}.{w}")),
         (Some(w), true) => Some(w.clone()),
@@ -373,7 +391,10 @@ call_timeout = "2m"
         assert_eq!(e.key.as_deref(), Some("sources.fs.comand"));
         assert!(e.fix.contains("did you mean `command`"), "{e}");
         let shown = e.to_string();
-        assert!(shown.starts_with("airlock.toml:2:1: unknown field `comand`"), "{shown}");
+        assert!(
+            shown.starts_with("airlock.toml:2:1: unknown field `comand`"),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -399,6 +420,25 @@ call_timeout = "2m"
     }
 
     #[test]
+    fn plain_http_is_only_for_loopback() {
+        for ok in [
+            "http://127.0.0.1:8080/mcp",
+            "http://localhost/mcp",
+            "http://[::1]:9/mcp",
+        ] {
+            check_url(ok).unwrap();
+        }
+        for bad in [
+            "http://example.com/mcp",
+            "http://10.0.0.1/mcp",
+            "ftp://x/y",
+            "example.com/mcp",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn credentials_in_url_are_refused() {
         let e = parse("[sources.a]\nurl = \"https://user:tok@example.com/mcp\"\n").unwrap_err();
         assert!(e.message.contains("credentials"), "{e}");
@@ -406,8 +446,8 @@ call_timeout = "2m"
 
     #[test]
     fn names_that_would_collide_are_refused() {
-        let e = parse("[sources.Git]\ncommand = \"a\"\n[sources.git]\ncommand = \"b\"\n")
-            .unwrap_err();
+        let e =
+            parse("[sources.Git]\ncommand = \"a\"\n[sources.git]\ncommand = \"b\"\n").unwrap_err();
         assert!(e.message.contains("collide"), "{e}");
         let e = parse("[sources.git_hub]\ncommand = \"a\"\n").unwrap_err();
         assert!(e.fix.contains("[sources.git-hub]"), "{e}");

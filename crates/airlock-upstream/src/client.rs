@@ -12,13 +12,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
+use rmcp::ErrorData;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, Implementation,
     LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
     ServerNotification, ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
-use rmcp::ErrorData;
 
 use crate::source::Source;
 

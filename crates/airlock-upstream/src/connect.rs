@@ -179,9 +179,9 @@ pub(crate) async fn connect(
                 let name = k
                     .parse()
                     .map_err(|_| format!("header name `{k}` is not valid"))?;
-                let value = v
-                    .parse()
-                    .map_err(|_| format!("the value of header `{k}` is not a valid header value"))?;
+                let value = v.parse().map_err(|_| {
+                    format!("the value of header `{k}` is not a valid header value")
+                })?;
                 custom.insert(name, value);
             }
             let transport = StreamableHttpClientTransport::from_config(

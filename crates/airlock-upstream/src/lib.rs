@@ -15,5 +15,5 @@ mod client;
 mod connect;
 mod source;
 
-pub use client::Downstream;
-pub use source::{Snapshot, Source, SourceState, UpstreamError};
+pub use client::{BoxFuture, Downstream};
+pub use source::{PendingCall, Snapshot, Source, SourceState, UpstreamError};

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use airlock_config::SourceConfig;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Prompt,
-    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate,
-    ServerCapabilities, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification,
+    CancelledNotificationParam, ClientNotification, ClientRequest, GetPromptRequestParams,
+    GetPromptResponse, ProgressToken, Prompt, ReadResourceRequestParams, ReadResourceResponse,
+    RequestId, Resource, ResourceTemplate, ServerCapabilities, ServerResult, Tool,
 };
-use rmcp::service::{Peer, RoleClient, ServiceError};
+use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -22,8 +23,14 @@ pub enum SourceState {
     Starting,
     Ready,
     /// It failed to start or died; `retry_in` until the next attempt.
-    Failed { detail: String, retry_in: Duration },
-    Stopped,
+    Failed {
+        detail: String,
+        retry_in: Duration,
+    },
+    /// The hub stopped it; `last_failure` says why it was down, if it was.
+    Stopped {
+        last_failure: Option<String>,
+    },
 }
 
 impl SourceState {
@@ -32,15 +39,18 @@ impl SourceState {
             SourceState::Starting => "starting",
             SourceState::Ready => "ready",
             SourceState::Failed { .. } => "failed",
-            SourceState::Stopped => "stopped",
+            SourceState::Stopped { .. } => "stopped",
         }
     }
 
     pub fn detail(&self) -> String {
         match self {
             SourceState::Failed { detail, retry_in } => {
-                format!("{detail} (next attempt in {}s)", retry_in.as_secs())
+                format!("{detail} (next attempt in {:.1}s)", retry_in.as_secs_f32())
             }
+            SourceState::Stopped {
+                last_failure: Some(detail),
+            } => format!("down when the hub stopped: {detail}"),
             _ => String::new(),
         }
     }
@@ -66,10 +76,7 @@ pub enum UpstreamError {
     #[error("source `{src}` closed the connection during the call")]
     Closed { src: String },
     #[error("source `{src}` answered with an error: {error}")]
-    Mcp {
-        src: String,
-        error: rmcp::ErrorData,
-    },
+    Mcp { src: String, error: rmcp::ErrorData },
     #[error("source `{src}` failed: {detail}")]
     Other { src: String, detail: String },
 }
@@ -132,11 +139,14 @@ impl Source {
             .wait_for(|s| !matches!(s, SourceState::Starting))
             .await
             .map(|s| s.clone());
-        r.unwrap_or(SourceState::Stopped)
+        r.unwrap_or(SourceState::Stopped { last_failure: None })
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.snapshot
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn set_state(&self, state: SourceState) {
@@ -202,7 +212,11 @@ impl Source {
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
-        self.set_state(SourceState::Stopped);
+        let last_failure = match self.state() {
+            SourceState::Failed { detail, .. } => Some(detail),
+            _ => None,
+        };
+        self.set_state(SourceState::Stopped { last_failure });
         self.stopped.notify_waiters();
     }
 
@@ -214,12 +228,14 @@ impl Source {
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
         *self.peer.write().unwrap_or_else(|p| p.into_inner()) = Some(peer.clone());
-        let listed = tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await;
+        let listed =
+            tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await;
         match listed {
             Ok(Ok(snapshot)) => {
                 *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
-                self.set_state(SourceState::Ready);
+                // The catalog first, so whoever waits for `Ready` sees the tools.
                 self.downstream.catalog_changed(&self.name);
+                self.set_state(SourceState::Ready);
             }
             Ok(Err(e)) => {
                 self.drop_peer();
@@ -253,12 +269,15 @@ impl Source {
         let _one_at_a_time = self.refresh_lock.lock().await;
         let Ok(peer) = self.peer() else { return };
         let capabilities = self.snapshot().capabilities.clone();
-        match tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await {
+        match tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await
+        {
             Ok(Ok(snapshot)) => {
                 *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
                 self.downstream.catalog_changed(&self.name);
             }
-            Ok(Err(e)) => tracing::warn!(source = %self.name, error = %e, "re-listing after a change failed"),
+            Ok(Err(e)) => {
+                tracing::warn!(source = %self.name, error = %e, "re-listing after a change failed")
+            }
             Err(_) => tracing::warn!(source = %self.name, "re-listing after a change timed out"),
         }
     }
@@ -266,19 +285,36 @@ impl Source {
     /// Waits for `run` to finish after shutdown was requested.
     pub async fn stopped(&self) {
         let notified = self.stopped.notified();
-        if matches!(self.state(), SourceState::Stopped) {
+        if matches!(self.state(), SourceState::Stopped { .. }) {
             return;
         }
         notified.await
     }
 
-    pub async fn call_tool(
+    /// Sends a `tools/call` and returns at once with a handle whose
+    /// progress token the upstream will use; await [`PendingCall::finish`]
+    /// for the answer. Dropping the handle early cancels the call upstream.
+    pub async fn start_call(
         &self,
         params: CallToolRequestParams,
         timeout: Duration,
-    ) -> Result<CallToolResponse, UpstreamError> {
+    ) -> Result<PendingCall, UpstreamError> {
         let peer = self.peer()?;
-        self.bounded(timeout, peer.call_tool_once(params)).await
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| self.classify(e))?;
+        Ok(PendingCall {
+            progress_token: handle.progress_token.clone(),
+            id: handle.id.clone(),
+            peer,
+            handle: Some(handle),
+            source: self.name.clone(),
+            finished: false,
+        })
     }
 
     pub async fn read_resource(
@@ -327,7 +363,13 @@ impl Source {
     }
 
     fn classify(&self, e: ServiceError) -> UpstreamError {
-        let src = self.name.to_string();
+        classify(&self.name, e)
+    }
+}
+
+fn classify(name: &str, e: ServiceError) -> UpstreamError {
+    {
+        let src = name.to_string();
         match e {
             ServiceError::McpError(error) => UpstreamError::Mcp { src, error },
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
@@ -371,4 +413,63 @@ async fn list_everything(
         prompts,
         capabilities,
     })
+}
+
+/// A `tools/call` on its way. Dropped before it finishes, it tells the
+/// upstream to stop (`notifications/cancelled`).
+pub struct PendingCall {
+    /// The token the upstream will put on its progress notifications.
+    pub progress_token: ProgressToken,
+    id: RequestId,
+    peer: Peer<RoleClient>,
+    handle: Option<RequestHandle<RoleClient>>,
+    source: Arc<str>,
+    finished: bool,
+}
+
+impl PendingCall {
+    pub async fn finish(mut self) -> Result<CallToolResponse, UpstreamError> {
+        let Some(handle) = self.handle.take() else {
+            return Err(UpstreamError::Other {
+                src: self.source.to_string(),
+                detail: "the call was already finished".into(),
+            });
+        };
+        // On timeout rmcp itself sends notifications/cancelled upstream.
+        let result = handle.await_response().await;
+        self.finished = true;
+        match result {
+            Ok(ServerResult::CallToolResult(r)) => Ok(CallToolResponse::Complete(r)),
+            Ok(ServerResult::InputRequiredResult(r)) => Ok(CallToolResponse::InputRequired(r)),
+            Ok(ServerResult::CreateTaskResult(r)) => Ok(CallToolResponse::Task(r)),
+            Ok(_) => Err(UpstreamError::Other {
+                src: self.source.to_string(),
+                detail: "it answered tools/call with a result that is not a tool result".into(),
+            }),
+            Err(e) => Err(classify(&self.source, e)),
+        }
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let peer = self.peer.clone();
+        let id = self.id.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let params = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the client cancelled the call".into()),
+                );
+                let _ = peer
+                    .send_notification(ClientNotification::CancelledNotification(
+                        CancelledNotification::new(params),
+                    ))
+                    .await;
+            });
+        }
+    }
 }

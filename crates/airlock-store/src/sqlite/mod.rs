@@ -255,10 +255,7 @@ impl Store for SqliteStore {
 impl Drop for SqliteStore {
     fn drop(&mut self) {
         // Closing the channel lets the writer drain what it has and stop.
-        self.writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(h) = self
             .writer_thread
             .lock()

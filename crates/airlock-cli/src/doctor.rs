@@ -1,0 +1,75 @@
+//! `airlock doctor`: checks everything a hub needs, says what is wrong and
+//! how to fix it. Starts each source itself, so it works with no hub running.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use airlock_gateway::Hub;
+use airlock_store::{SqliteStore, Store};
+
+use crate::home;
+
+pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let mut problems = 0;
+    let (config, _) = match home::load_config(config.as_deref()) {
+        Ok(c) => {
+            println!("ok    config: {}", c.1);
+            c
+        }
+        Err(e) => {
+            println!("FAIL  config: {e:#}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let dir = home::data_dir()?;
+    let store: Arc<dyn Store> = match SqliteStore::open_in(&dir) {
+        Ok(s) => {
+            println!("ok    store: {}", dir.join("airlock.db").display());
+            s
+        }
+        Err(e) => {
+            println!("FAIL  store: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let timeout = config.hub.connect_timeout;
+        let hub = Hub::start(config, store);
+        hub.settled(timeout).await;
+        for s in &hub.sources {
+            let state = s.state();
+            if state.label() == "ready" {
+                let snap = s.snapshot();
+                println!(
+                    "ok    source {}: {} tools, {} resources, {} prompts",
+                    s.name(),
+                    snap.tools.len(),
+                    snap.resources.len(),
+                    snap.prompts.len()
+                );
+            } else {
+                problems += 1;
+                println!(
+                    "FAIL  source {}: {} — {}",
+                    s.name(),
+                    state.label(),
+                    state.detail()
+                );
+            }
+        }
+        for w in &hub.catalog().withheld {
+            println!(
+                "warn  source {}: `{}` is not exposed: {}",
+                w.source, w.name, w.reason
+            );
+        }
+        hub.stop().await;
+    });
+    Ok(if problems == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}

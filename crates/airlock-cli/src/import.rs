@@ -1,0 +1,57 @@
+//! `airlock import`: a client's JSON → airlock TOML, plus the snippet that
+//! points the client at airlock.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let (imported, toml) = airlock_config::import_json(file)?;
+    for (from, to) in &imported.renamed {
+        eprintln!(
+            "note: server `{from}` becomes source `{to}` (source names use letters, digits and '-')"
+        );
+    }
+    for skipped in &imported.skipped {
+        eprintln!("note: server `{skipped}` is disabled in the client file and was left out");
+    }
+    let header = format!(
+        "# Imported by `airlock import` from {}.\n# Tools appear to clients as <source>__<tool>.\n\n",
+        file.display()
+    );
+    let config_path = match out {
+        Some(path) => {
+            if path.exists() {
+                anyhow::bail!(
+                    "{} already exists; choose another --out or remove it first",
+                    path.display()
+                );
+            }
+            std::fs::write(path, format!("{header}{toml}"))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        }
+        None => {
+            print!("{header}{toml}");
+            Path::new("airlock.toml").to_path_buf()
+        }
+    };
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "airlock".into());
+    let snippet = serde_json::json!({
+        "mcpServers": {
+            "airlock": {
+                "command": exe,
+                "args": ["serve", "--config", config_path.display().to_string()]
+            }
+        }
+    });
+    eprintln!(
+        "\nReplace the client's servers with this entry so every call goes through airlock:\n{}",
+        serde_json::to_string_pretty(&snippet)?
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,97 @@
+//! `airlock serve`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use airlock_gateway::Hub;
+use airlock_gateway::faces::{http::HttpFace, stdio};
+use airlock_store::{SqliteStore, Store};
+use tracing_subscriber::EnvFilter;
+
+use crate::home;
+
+pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
+    // stdout belongs to the MCP client on stdio; every log goes to stderr.
+    let default_level = if http.is_some() {
+        "info"
+    } else {
+        "warn,rmcp=error"
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_env("AIRLOCK_LOG")
+                .unwrap_or_else(|_| EnvFilter::new(default_level)),
+        )
+        .init();
+
+    let (config, origin) = home::load_config(config.as_deref())?;
+    let data_dir = home::data_dir()?;
+    let store: Arc<dyn Store> = SqliteStore::open_in(&data_dir)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let connect_timeout = config.hub.connect_timeout;
+        let sources = config.sources.len();
+        let hub = Hub::start(config, store);
+        tokio::spawn(stop_on_signal(hub.clone()));
+        match http {
+            Some(addr) => {
+                let face = HttpFace::bind(&hub, addr).await?;
+                eprintln!(
+                    "airlock: serving Streamable HTTP at http://{}/mcp with {origin}; {sources} source(s) starting; data in {}",
+                    face.addr,
+                    data_dir.display()
+                );
+                hub.settled(connect_timeout).await;
+                report_sources(&hub);
+                face.serve(hub.clone()).await?;
+            }
+            None => {
+                // Let sources finish their first attempt so the client's
+                // first tools/list is complete.
+                hub.settled(connect_timeout).await;
+                report_sources(&hub);
+                stdio::serve(hub.clone()).await?;
+            }
+        }
+        hub.stop().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn report_sources(hub: &Hub) {
+    for s in &hub.sources {
+        let state = s.state();
+        match state.label() {
+            "ready" => tracing::info!(
+                source = s.name(),
+                tools = s.snapshot().tools.len(),
+                "source ready"
+            ),
+            _ => {
+                tracing::warn!(source = s.name(), state = state.label(), detail = %state.detail(), "source not ready")
+            }
+        }
+    }
+}
+
+async fn stop_on_signal(hub: Arc<Hub>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("stopping");
+    hub.shutdown.cancel();
+}

@@ -1,0 +1,183 @@
+//! The merged view of every source: what clients list, and where each
+//! exposed name or resource URI goes.
+//!
+//! Rebuilt whole from the sources' snapshots whenever one changes; lookups
+//! on the call path read an immutable `Arc<Catalog>`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use airlock_upstream::{Snapshot, Source};
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+
+use crate::names;
+
+/// Where an exposed tool or prompt lives upstream.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub source: usize,
+    pub upstream_name: String,
+}
+
+/// An item a source offered that airlock does not expose, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Withheld {
+    pub source: String,
+    pub name: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub resource_templates: Vec<ResourceTemplate>,
+    tool_routes: HashMap<String, Route>,
+    prompt_routes: HashMap<String, Route>,
+    /// Exact resource URI → source index; `None` when two sources list it.
+    resource_routes: HashMap<String, Option<usize>>,
+    /// (literal prefix of a URI template, source index).
+    template_prefixes: Vec<(String, usize)>,
+    /// The upstream tool definition, by exposed name, as the source sent it.
+    upstream_tools: HashMap<String, Tool>,
+    pub withheld: Vec<Withheld>,
+}
+
+/// Why a resource URI cannot be routed.
+#[derive(Debug, PartialEq)]
+pub enum UriRoute {
+    Source(usize),
+    Unknown,
+    Ambiguous,
+}
+
+impl Catalog {
+    pub fn build(sources: &[Arc<Source>]) -> Catalog {
+        let mut c = Catalog::default();
+        for (i, source) in sources.iter().enumerate() {
+            let snapshot = source.snapshot();
+            c.add_source(i, source.name(), &snapshot);
+        }
+        c
+    }
+
+    fn add_source(&mut self, index: usize, source: &str, snap: &Snapshot) {
+        for tool in &snap.tools {
+            match names::expose(source, &tool.name) {
+                Ok(exposed) => {
+                    let mut t = tool.clone();
+                    t.name = exposed.clone().into();
+                    self.tools.push(t);
+                    self.upstream_tools.insert(exposed.clone(), tool.clone());
+                    self.tool_routes.insert(
+                        exposed,
+                        Route {
+                            source: index,
+                            upstream_name: tool.name.to_string(),
+                        },
+                    );
+                }
+                Err(reason) => self.withhold(source, &tool.name, reason),
+            }
+        }
+        for prompt in &snap.prompts {
+            match names::expose(source, &prompt.name) {
+                Ok(exposed) => {
+                    let mut p = prompt.clone();
+                    p.name = exposed.clone();
+                    self.prompts.push(p);
+                    self.prompt_routes.insert(
+                        exposed,
+                        Route {
+                            source: index,
+                            upstream_name: prompt.name.clone(),
+                        },
+                    );
+                }
+                Err(reason) => self.withhold(source, &prompt.name, reason),
+            }
+        }
+        // Resources keep their URIs (clients and servers both rely on them);
+        // only the display name is prefixed so a person sees the source.
+        for resource in &snap.resources {
+            let mut r = resource.clone();
+            r.name = format!("{source}{}{}", names::SEPARATOR, r.name);
+            self.resource_routes
+                .entry(resource.uri.clone())
+                .and_modify(|e| *e = None)
+                .or_insert(Some(index));
+            self.resources.push(r);
+        }
+        for template in &snap.resource_templates {
+            let mut t = template.clone();
+            t.name = format!("{source}{}{}", names::SEPARATOR, t.name);
+            let prefix = template
+                .uri_template
+                .split('{')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            self.template_prefixes.push((prefix, index));
+            self.resource_templates.push(t);
+        }
+    }
+
+    fn withhold(&mut self, source: &str, name: &str, reason: String) {
+        self.withheld.push(Withheld {
+            source: source.into(),
+            name: name.into(),
+            reason,
+        });
+    }
+
+    pub fn tool(&self, exposed: &str) -> Option<&Route> {
+        self.tool_routes.get(exposed)
+    }
+
+    pub fn upstream_tool(&self, exposed: &str) -> Option<&Tool> {
+        self.upstream_tools.get(exposed)
+    }
+
+    pub fn prompt(&self, exposed: &str) -> Option<&Route> {
+        self.prompt_routes.get(exposed)
+    }
+
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tool_routes.keys().map(String::as_str)
+    }
+
+    pub fn prompt_names(&self) -> impl Iterator<Item = &str> {
+        self.prompt_routes.keys().map(String::as_str)
+    }
+
+    /// The source serving `uri`: an exact listed URI first, then the one
+    /// source whose template's literal prefix is the longest match.
+    pub fn resource(&self, uri: &str) -> UriRoute {
+        match self.resource_routes.get(uri) {
+            Some(Some(i)) => return UriRoute::Source(*i),
+            Some(None) => return UriRoute::Ambiguous,
+            None => {}
+        }
+        let best = self
+            .template_prefixes
+            .iter()
+            .filter(|(p, _)| !p.is_empty() && uri.starts_with(p.as_str()))
+            .map(|(p, i)| (p.len(), *i))
+            .max_by_key(|(len, _)| *len);
+        match best {
+            None => UriRoute::Unknown,
+            Some((len, i)) => {
+                let rivals = self
+                    .template_prefixes
+                    .iter()
+                    .any(|(p, j)| p.len() == len && *j != i && uri.starts_with(p.as_str()));
+                if rivals {
+                    UriRoute::Ambiguous
+                } else {
+                    UriRoute::Source(i)
+                }
+            }
+        }
+    }
+}

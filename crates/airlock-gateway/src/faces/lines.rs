@@ -1,0 +1,238 @@
+//! Newline-delimited JSON-RPC for the stdio face, answering bad input.
+//!
+//! rmcp's own line transport drops a line it cannot parse, which leaves the
+//! client waiting forever. Here a line that is not JSON gets a `-32700`
+//! parse error, JSON that is not a JSON-RPC message gets `-32600` (with the
+//! request's id when one can be read), and an oversized line gets `-32600`
+//! and is skipped without being buffered whole. The session stays up.
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Mutex;
+
+pub struct LineTransport<R, W> {
+    reader: R,
+    writer: Arc<Mutex<W>>,
+    max_line: usize,
+    buf: Vec<u8>,
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncBufRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub fn new(reader: R, writer: W, max_line: usize) -> Self {
+        LineTransport {
+            reader,
+            writer: Arc::new(Mutex::new(writer)),
+            max_line,
+            buf: Vec::new(),
+        }
+    }
+
+    async fn write_line(writer: &Arc<Mutex<W>>, line: Vec<u8>) -> std::io::Result<()> {
+        let mut w = writer.lock().await;
+        w.write_all(&line).await?;
+        w.write_all(b"\n").await?;
+        w.flush().await
+    }
+
+    async fn reply_error(writer: &Arc<Mutex<W>>, id: Value, code: i64, message: String) {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        if let Err(e) = Self::write_line(writer, body.to_string().into_bytes()).await {
+            tracing::warn!(error = %e, "cannot answer a malformed message");
+        }
+    }
+
+    /// Reads one line into `self.buf`. `Ok(false)` at end of input;
+    /// `Err(n)` when the line was longer than the limit (and was skipped).
+    async fn read_line(&mut self) -> std::io::Result<Result<bool, usize>> {
+        self.buf.clear();
+        let mut skipped = 0usize;
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(if skipped > 0 {
+                    Err(skipped)
+                } else {
+                    Ok(!self.buf.is_empty())
+                });
+            }
+            let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+                Some(i) => (&available[..i], Some(i + 1)),
+                None => (available, None),
+            };
+            if skipped > 0 || self.buf.len() + chunk.len() > self.max_line {
+                skipped += self.buf.len() + chunk.len();
+                self.buf.clear();
+            } else {
+                self.buf.extend_from_slice(chunk);
+            }
+            let consumed = done.unwrap_or(available.len());
+            self.reader.consume(consumed);
+            if done.is_some() {
+                return Ok(if skipped > 0 { Err(skipped) } else { Ok(true) });
+            }
+        }
+    }
+}
+
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncBufRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move {
+            let line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            Self::write_line(&writer, line).await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.read_line().await {
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading stdin failed");
+                    return None;
+                }
+                Ok(Ok(false)) => return None,
+                Ok(Err(size)) => {
+                    Self::reply_error(&self.writer,
+                        Value::Null,
+                        -32600,
+                        format!(
+                            "message of {size} bytes exceeds the limit of {} bytes (hub.max_message_bytes)",
+                            self.max_line
+                        ),
+                    )
+                    .await;
+                }
+                Ok(Ok(true)) => {
+                    let line = trim_cr(&self.buf);
+                    if line.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    let value: Value = match serde_json::from_slice(line) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            Self::reply_error(
+                                &self.writer,
+                                Value::Null,
+                                -32700,
+                                format!("parse error: {e}"),
+                            )
+                            .await;
+                            continue;
+                        }
+                    };
+                    let id = value.get("id").cloned();
+                    match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value) {
+                        Ok(message) => return Some(message),
+                        Err(e) => {
+                            // A notification (no id) gets no reply, per JSON-RPC.
+                            match id {
+                                None => {
+                                    tracing::warn!(error = %e, "ignoring a malformed notification")
+                                }
+                                Some(id) => {
+                                    let id = if id.is_string() || id.is_number() {
+                                        id
+                                    } else {
+                                        Value::Null
+                                    };
+                                    Self::reply_error(
+                                        &self.writer,
+                                        id,
+                                        -32600,
+                                        format!("invalid request: {e}"),
+                                    )
+                                    .await;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.writer.lock().await.flush().await
+    }
+}
+
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn run(input: &str, max: usize) -> (Vec<String>, Vec<Value>) {
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(server);
+        let mut t = LineTransport::new(tokio::io::BufReader::new(read), write, max);
+        client.write_all(input.as_bytes()).await.unwrap();
+        client.shutdown().await.unwrap();
+        let mut received = Vec::new();
+        while let Some(m) = t.receive().await {
+            received.push(serde_json::to_string(&m).unwrap());
+        }
+        drop(t);
+        let mut out = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut client, &mut out)
+            .await
+            .unwrap();
+        let replies = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (received, replies)
+    }
+
+    #[tokio::test]
+    async fn malformed_lines_get_errors_and_good_lines_pass() {
+        let input = concat!(
+            "not json\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":42}\n",
+            "\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r\n",
+        );
+        let (received, replies) = run(input, 1024).await;
+        assert_eq!(received.len(), 1, "{received:?}");
+        assert!(received[0].contains("\"ping\""));
+        assert_eq!(replies[0]["error"]["code"], -32700);
+        assert_eq!(replies[0]["id"], Value::Null);
+        assert_eq!(replies[1]["error"]["code"], -32600);
+        assert_eq!(replies[1]["id"], 7);
+    }
+
+    #[tokio::test]
+    async fn oversized_line_is_refused_and_the_next_one_is_read() {
+        let big = format!("{{\"x\":\"{}\"}}\n", "a".repeat(5000));
+        let input = format!("{big}{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}}\n");
+        let (received, replies) = run(&input, 1024).await;
+        assert_eq!(received.len(), 1);
+        assert_eq!(replies.len(), 1);
+        assert!(
+            replies[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("exceeds the limit")
+        );
+    }
+}

@@ -1,0 +1,5 @@
+//! The two ways a client reaches airlock.
+
+pub mod http;
+mod lines;
+pub mod stdio;

@@ -1,0 +1,439 @@
+//! The hub: sources, the merged catalog, connected clients, and the calls in
+//! flight between them.
+
+#![allow(deprecated)] // logging, sampling, roots: SEP-2577-deprecated, still relayed
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use airlock_config::Config;
+use airlock_store::{CatalogKind, SourceStatus, Store, now_ms};
+use airlock_upstream::{Downstream, Source, SourceState};
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ResourceUpdatedNotificationParam, ServerRequest,
+};
+use rmcp::service::{Peer, RoleServer};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::Catalog;
+
+pub type SessionId = u64;
+
+/// A client call currently waiting on a source. Server-to-client requests
+/// and progress from that source are routed back through it.
+struct InFlight {
+    source: usize,
+    session: SessionId,
+    peer: Peer<RoleServer>,
+    /// Where this call's progress goes, if the client asked for it: an
+    /// ordered queue the call's own task drains to the client.
+    progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+    /// The token the upstream uses for this call's progress, once sent.
+    upstream_token: Option<ProgressToken>,
+}
+
+pub struct Hub {
+    pub config: Config,
+    pub sources: Vec<Arc<Source>>,
+    pub store: Arc<dyn Store>,
+    catalog: RwLock<Arc<Catalog>>,
+    sessions: Mutex<HashMap<SessionId, Peer<RoleServer>>>,
+    inflight: Mutex<HashMap<u64, InFlight>>,
+    next_id: AtomicU64,
+    pub shutdown: CancellationToken,
+}
+
+/// The sources' way back into the hub. Holds a weak reference so the
+/// sources (owned by the hub) do not keep it alive.
+struct Link(Weak<Hub>);
+
+impl Hub {
+    /// Builds the hub and starts every source in parallel. Returns at once;
+    /// use [`Hub::settled`] to wait for the first attempt of each.
+    pub fn start(config: Config, store: Arc<dyn Store>) -> Arc<Hub> {
+        let shutdown = CancellationToken::new();
+        let hub = Arc::new_cyclic(|weak: &Weak<Hub>| {
+            let link: Arc<dyn Downstream> = Arc::new(Link(weak.clone()));
+            let sources = config
+                .sources
+                .iter()
+                .map(|s| {
+                    Source::new(
+                        s.clone(),
+                        config.hub.connect_timeout,
+                        config.hub.max_message_bytes,
+                        link.clone(),
+                        shutdown.child_token(),
+                    )
+                })
+                .collect();
+            Hub {
+                config,
+                sources,
+                store,
+                catalog: RwLock::new(Arc::new(Catalog::default())),
+                sessions: Mutex::new(HashMap::new()),
+                inflight: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                shutdown,
+            }
+        });
+        for source in &hub.sources {
+            tokio::spawn(source.clone().run());
+        }
+        hub
+    }
+
+    /// Waits (at most `limit`) until every source is ready or has failed once.
+    pub async fn settled(&self, limit: Duration) {
+        let all = futures::future::join_all(self.sources.iter().map(|s| s.settled()));
+        let _ = tokio::time::timeout(limit, all).await;
+    }
+
+    /// Stops every source (their processes end) and makes the store durable.
+    pub async fn stop(&self) {
+        self.shutdown.cancel();
+        let all = futures::future::join_all(self.sources.iter().map(|s| s.stopped()));
+        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+        if let Err(e) = self.store.flush() {
+            tracing::error!(error = %e, "flushing the store at shutdown failed");
+        }
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn call_timeout(&self, source: usize) -> Duration {
+        self.config.timeout_for(&self.sources[source].config)
+    }
+
+    pub(crate) fn new_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn register_session(&self, id: SessionId, peer: Peer<RoleServer>) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, peer);
+    }
+
+    pub(crate) fn forget_session(&self, id: SessionId) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    fn session_peers(&self) -> Vec<Peer<RoleServer>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|_, p| !p.is_transport_closed());
+        sessions.values().cloned().collect()
+    }
+
+    /// Marks a call as in flight; the returned guard removes it when dropped.
+    /// With `wants_progress`, the source's progress for this call arrives,
+    /// in order, on the returned receiver.
+    pub(crate) fn begin_call(
+        self: &Arc<Self>,
+        source: usize,
+        session: SessionId,
+        peer: Peer<RoleServer>,
+        wants_progress: bool,
+    ) -> (
+        InFlightGuard,
+        Option<mpsc::UnboundedReceiver<ProgressNotificationParam>>,
+    ) {
+        let id = self.new_id();
+        let (progress, rx) = if wants_progress {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id,
+                InFlight {
+                    source,
+                    session,
+                    peer,
+                    progress,
+                    upstream_token: None,
+                },
+            );
+        (
+            InFlightGuard {
+                hub: self.clone(),
+                id,
+            },
+            rx,
+        )
+    }
+
+    fn rebuild_catalog(&self, changed: &str) {
+        let catalog = Arc::new(Catalog::build(&self.sources));
+        for w in catalog.withheld.iter().filter(|w| w.source == changed) {
+            tracing::warn!(source = %w.source, name = %w.name, reason = %w.reason, "not exposing an upstream item");
+        }
+        *self.catalog.write().unwrap_or_else(|p| p.into_inner()) = catalog;
+        if let Some(source) = self.sources.iter().find(|s| s.name() == changed) {
+            self.persist_catalog(source);
+        }
+    }
+
+    fn persist_catalog(&self, source: &Source) {
+        let snap = source.snapshot();
+        let entries = |items: Vec<(String, serde_json::Value)>| items;
+        let tools = entries(
+            snap.tools
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.to_string(),
+                        serde_json::to_value(t).unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        );
+        let prompts = entries(
+            snap.prompts
+                .iter()
+                .map(|p| (p.name.clone(), serde_json::to_value(p).unwrap_or_default()))
+                .collect(),
+        );
+        let resources = entries(
+            snap.resources
+                .iter()
+                .map(|r| (r.uri.clone(), serde_json::to_value(r).unwrap_or_default()))
+                .collect(),
+        );
+        let templates = entries(
+            snap.resource_templates
+                .iter()
+                .map(|r| {
+                    (
+                        r.uri_template.clone(),
+                        serde_json::to_value(r).unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        );
+        for (kind, items) in [
+            (CatalogKind::Tool, tools),
+            (CatalogKind::Prompt, prompts),
+            (CatalogKind::Resource, resources),
+            (CatalogKind::ResourceTemplate, templates),
+        ] {
+            if let Err(e) = self.store.replace_catalog(source.name(), kind, &items) {
+                tracing::error!(source = source.name(), error = %e, "cannot save the catalog");
+            }
+        }
+    }
+
+    /// The one session with a call in flight to `source`, if exactly one.
+    fn caller_of(&self, source: usize) -> Result<(Peer<RoleServer>, SessionId), String> {
+        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found: Option<(&Peer<RoleServer>, SessionId)> = None;
+        for call in inflight.values().filter(|c| c.source == source) {
+            match found {
+                Some((_, s)) if s != call.session => {
+                    return Err("several clients have calls in progress to this source, so airlock cannot tell which one the request is for".into());
+                }
+                _ => found = Some((&call.peer, call.session)),
+            }
+        }
+        match found {
+            Some((peer, session)) => Ok((peer.clone(), session)),
+            None => {
+                drop(inflight);
+                let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                let live: Vec<_> = sessions
+                    .iter()
+                    .filter(|(_, p)| !p.is_transport_closed())
+                    .collect();
+                match live.as_slice() {
+                    [(id, peer)] => Ok(((*peer).clone(), **id)),
+                    [] => Err("no client is connected to airlock".into()),
+                    _ => Err("no call to this source is in progress and several clients are connected, so airlock cannot tell which one the request is for".into()),
+                }
+            }
+        }
+    }
+
+    fn source_index(&self, name: &str) -> Option<usize> {
+        self.sources.iter().position(|s| s.name() == name)
+    }
+}
+
+/// Removes an in-flight entry when the call ends, however it ends.
+pub(crate) struct InFlightGuard {
+    hub: Arc<Hub>,
+    id: u64,
+}
+
+impl InFlightGuard {
+    /// Links the upstream's progress token to this call.
+    pub(crate) fn set_upstream_token(&self, token: ProgressToken) {
+        if let Some(call) = self
+            .hub
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&self.id)
+        {
+            call.upstream_token = Some(token);
+        }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.hub
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// Whether the client behind `peer` declared the feature a request needs.
+fn client_supports(peer: &Peer<RoleServer>, request: &ServerRequest) -> Result<(), String> {
+    let Some(info) = peer.peer_info() else {
+        return Err("the client has not finished its handshake".into());
+    };
+    let caps = &info.capabilities;
+    let (ok, what) = match request {
+        ServerRequest::ElicitRequest(_) => (caps.elicitation.is_some(), "elicitation"),
+        ServerRequest::CreateMessageRequest(_) => (caps.sampling.is_some(), "sampling"),
+        ServerRequest::ListRootsRequest(_) => (caps.roots.is_some(), "roots"),
+        _ => (true, ""),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the client connected to airlock does not support {what}"
+        ))
+    }
+}
+
+impl Downstream for Link {
+    fn server_request(
+        &self,
+        source: &str,
+        request: ServerRequest,
+    ) -> airlock_upstream::BoxFuture<'_, Result<ClientResult, ErrorData>> {
+        let source = source.to_string();
+        Box::pin(async move {
+            let Some(hub) = self.0.upgrade() else {
+                return Err(ErrorData::internal_error("airlock is shutting down", None));
+            };
+            let Some(index) = hub.source_index(&source) else {
+                return Err(ErrorData::internal_error("unknown source", None));
+            };
+            let (peer, _session) = hub
+                .caller_of(index)
+                .map_err(|why| ErrorData::invalid_request(format!("airlock: {why}"), None))?;
+            client_supports(&peer, &request)
+                .map_err(|why| ErrorData::invalid_request(format!("airlock: {why}"), None))?;
+            let timeout = hub.call_timeout(index);
+            match tokio::time::timeout(timeout, peer.send_request(request)).await {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(rmcp::ServiceError::McpError(e))) => Err(e),
+                Ok(Err(e)) => Err(ErrorData::internal_error(
+                    format!("airlock: relaying to the client failed: {e}"),
+                    None,
+                )),
+                Err(_) => Err(ErrorData::internal_error(
+                    format!(
+                        "airlock: the client did not answer within {}s",
+                        timeout.as_secs()
+                    ),
+                    None,
+                )),
+            }
+        })
+    }
+
+    fn progress(&self, source: &str, params: ProgressNotificationParam) {
+        let Some(hub) = self.0.upgrade() else { return };
+        let Some(index) = hub.source_index(source) else {
+            return;
+        };
+        let inflight = hub.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        let call = inflight.values().find(|c| {
+            c.source == index && c.upstream_token.as_ref() == Some(&params.progress_token)
+        });
+        // Progress for a call whose client did not ask for it is dropped.
+        if let Some(tx) = call.and_then(|c| c.progress.as_ref()) {
+            let _ = tx.send(params);
+        }
+    }
+
+    fn log(&self, source: &str, mut params: LoggingMessageNotificationParam) {
+        let Some(hub) = self.0.upgrade() else { return };
+        let logger = params.logger.take().unwrap_or_default();
+        params.logger = Some(if logger.is_empty() {
+            source.to_string()
+        } else {
+            format!("{source}/{logger}")
+        });
+        let peers = match hub.source_index(source).map(|i| hub.caller_of(i)) {
+            Some(Ok((peer, _))) => vec![peer],
+            _ => hub.session_peers(),
+        };
+        tokio::spawn(async move {
+            for peer in peers {
+                let _ = peer.notify_logging_message(params.clone()).await;
+            }
+        });
+    }
+
+    fn resource_updated(&self, _source: &str, params: ResourceUpdatedNotificationParam) {
+        let Some(hub) = self.0.upgrade() else { return };
+        let peers = hub.session_peers();
+        tokio::spawn(async move {
+            for peer in peers {
+                let _ = peer.notify_resource_updated(params.clone()).await;
+            }
+        });
+    }
+
+    fn catalog_changed(&self, source: &str) {
+        let Some(hub) = self.0.upgrade() else { return };
+        hub.rebuild_catalog(source);
+        let peers = hub.session_peers();
+        tokio::spawn(async move {
+            for peer in peers {
+                let _ = peer.notify_tool_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+                let _ = peer.notify_resource_list_changed().await;
+            }
+        });
+    }
+
+    fn state_changed(&self, source: &str, state: &SourceState) {
+        let Some(hub) = self.0.upgrade() else { return };
+        let status = SourceStatus {
+            source: source.to_string(),
+            state: state.label().to_string(),
+            detail: state.detail(),
+            updated_at_ms: now_ms(),
+        };
+        if let Err(e) = hub.store.set_source_status(&status) {
+            tracing::error!(%source, error = %e, "cannot record the source status");
+        }
+    }
+}

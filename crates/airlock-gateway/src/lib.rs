@@ -1,0 +1,20 @@
+//! The hub: what airlock shows to MCP clients, and the path every call takes.
+//!
+//! - [`hub`] owns the sources, the merged [`catalog`], the connected clients
+//!   and the calls in flight between them.
+//! - [`session`] is the MCP server one client talks to.
+//! - [`pipeline`] is the life of one `tools/call`, one step per module.
+//! - [`faces`] put sessions on stdio or Streamable HTTP.
+//!
+//! Upstream connections live in `airlock-upstream`, durable state in
+//! `airlock-store`, configuration in `airlock-config`.
+
+pub mod catalog;
+pub mod faces;
+pub mod hub;
+pub mod names;
+mod pipeline;
+pub mod session;
+
+pub use hub::Hub;
+pub use session::Session;

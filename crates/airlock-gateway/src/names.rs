@@ -1,0 +1,79 @@
+//! Exposed names: `<source>__<name>`.
+//!
+//! Source names cannot contain `_` (see `airlock_config::validate_source_name`),
+//! so the first `__` always ends the source and the mapping is reversible.
+//! An upstream name that would make the exposed name invalid is not renamed:
+//! the item is withheld and reported, since a mangled name could not be
+//! mapped back with certainty.
+
+pub const SEPARATOR: &str = "__";
+const MAX_LEN: usize = 64;
+
+/// The exposed name, if it is valid under `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn expose(source: &str, name: &str) -> Result<String, String> {
+    let exposed = format!("{source}{SEPARATOR}{name}");
+    if name.is_empty() {
+        return Err("the upstream name is empty".into());
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "`{name}` contains {c:?}, which is not allowed in an exposed tool name"
+        ));
+    }
+    if exposed.len() > MAX_LEN {
+        return Err(format!(
+            "`{exposed}` is {} characters, more than the {MAX_LEN} clients accept",
+            exposed.len()
+        ));
+    }
+    Ok(exposed)
+}
+
+/// Splits an exposed name into (source, upstream name).
+pub fn split(exposed: &str) -> Option<(&str, &str)> {
+    exposed
+        .split_once(SEPARATOR)
+        .filter(|(s, n)| !s.is_empty() && !n.is_empty())
+}
+
+/// Up to three known names closest to `wanted`, best first.
+pub fn closest<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut scored: Vec<(f64, &str)> = known
+        .map(|k| (strsim::jaro_winkler(wanted, k), k))
+        .filter(|(score, _)| *score >= 0.7)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(3).map(|(_, k)| k).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposed_names_round_trip() {
+        for (source, name) in [("fs", "read_file"), ("a-b", "x__y"), ("g", "-")] {
+            let e = expose(source, name).unwrap();
+            assert_eq!(split(&e), Some((source, name)));
+        }
+    }
+
+    #[test]
+    fn invalid_exposed_names_are_refused_not_mangled() {
+        assert!(expose("fs", "read.file").is_err());
+        assert!(expose("fs", "").is_err());
+        assert!(expose("fs", &"x".repeat(61)).is_err());
+        assert!(expose("fs", &"x".repeat(60)).is_ok());
+    }
+
+    #[test]
+    fn closest_names_are_ranked() {
+        let known = ["demo__read_note", "demo__write_note", "other__zzz"];
+        let c = closest("demo__reed_note", known.iter().copied());
+        assert_eq!(c.first(), Some(&"demo__read_note"));
+        assert!(!c.contains(&"other__zzz"));
+    }
+}

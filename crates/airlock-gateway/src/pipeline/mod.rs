@@ -1,0 +1,45 @@
+//! The life of one `tools/call`, as a sequence of steps.
+//!
+//! Each step is a module with one job; `run` reads top to bottom as the
+//! order they happen in. Guards that decide whether a call may run, and
+//! what leaves it, are added here as steps of their own, between
+//! resolving the target and forwarding the call.
+
+mod forward;
+mod record;
+mod resolve;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ProgressToken};
+use rmcp::service::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::{Hub, SessionId};
+
+pub(crate) use forward::Outcome;
+pub(crate) use resolve::Target;
+
+/// One call as the client made it, with who made it.
+pub(crate) struct ToolCall {
+    pub params: CallToolRequestParams,
+    pub session: SessionId,
+    pub peer: Peer<RoleServer>,
+    pub progress: Option<ProgressToken>,
+    /// Cancelled when the client cancels the request or goes away.
+    pub cancelled: CancellationToken,
+    pub started: Instant,
+    pub started_at_ms: i64,
+}
+
+pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolResponse, ErrorData> {
+    // 1. Which source and upstream tool the exposed name means.
+    let target = resolve::tool(hub, &call.params.name)?;
+    // 2. Call the source within its time and size budget.
+    let outcome = forward::tool(hub, &call, &target).await;
+    // 3. Record how it ended.
+    record::call(hub, &call, &target, &outcome);
+    outcome.into_response()
+}

@@ -1,0 +1,303 @@
+//! The MCP server one client sees: one `Session` per client connection (a
+//! stdio client, or a Streamable HTTP session), all sharing one [`Hub`].
+
+#![allow(deprecated)] // logging and subscriptions are SEP-2577-deprecated, still relayed
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use airlock_store::now_ms;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
+    CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+
+use crate::catalog::UriRoute;
+use crate::hub::{Hub, SessionId};
+use crate::names;
+use crate::pipeline::{self, ToolCall};
+
+pub struct Session {
+    hub: Arc<Hub>,
+    id: SessionId,
+}
+
+impl Session {
+    pub fn new(hub: Arc<Hub>) -> Session {
+        let id = hub.new_id();
+        Session { hub, id }
+    }
+
+    fn remember(&self, context: &RequestContext<RoleServer>) {
+        self.hub.register_session(self.id, context.peer.clone());
+    }
+
+    fn resource_source(&self, uri: &str) -> Result<usize, ErrorData> {
+        match self.hub.catalog().resource(uri) {
+            UriRoute::Source(i) => Ok(i),
+            UriRoute::Unknown => Err(ErrorData::resource_not_found(
+                format!("no source offers resource `{uri}`"),
+                None,
+            )),
+            UriRoute::Ambiguous => Err(ErrorData::invalid_params(
+                format!("more than one source offers resource `{uri}`; airlock will not guess"),
+                None,
+            )),
+        }
+    }
+
+    fn prompt_route(&self, exposed: &str) -> Result<(usize, String), ErrorData> {
+        let catalog = self.hub.catalog();
+        match catalog.prompt(exposed) {
+            Some(r) => Ok((r.source, r.upstream_name.clone())),
+            None => {
+                let near = names::closest(exposed, catalog.prompt_names());
+                let mut msg = format!("unknown prompt `{exposed}`");
+                if !near.is_empty() {
+                    msg.push_str(&format!("; did you mean `{}`?", near.join("`, `")));
+                }
+                Err(ErrorData::invalid_params(msg, None))
+            }
+        }
+    }
+
+    /// Relays a request that carries no policy weight to one source.
+    async fn relay(
+        &self,
+        source: usize,
+        request: ClientRequest,
+    ) -> Result<ServerResult, ErrorData> {
+        let timeout = self.hub.call_timeout(source);
+        self.hub.sources[source]
+            .request(request, timeout)
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.hub.forget_session(self.id);
+    }
+}
+
+fn upstream_error(e: airlock_upstream::UpstreamError) -> ErrorData {
+    match e {
+        airlock_upstream::UpstreamError::Mcp { error, .. } => error,
+        other => ErrorData::internal_error(format!("airlock: {other}"), None),
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_logging()
+            .enable_completions()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.remember(&context);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.remember(&context);
+        Ok(ListToolsResult::with_all_items(
+            self.hub.catalog().tools.clone(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.remember(&context);
+        let call = ToolCall {
+            progress: context.meta.get_progress_token(),
+            params,
+            session: self.id,
+            peer: context.peer.clone(),
+            cancelled: context.ct.clone(),
+            started: Instant::now(),
+            started_at_ms: now_ms(),
+        };
+        pipeline::run(&self.hub, call).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            self.hub.catalog().prompts.clone(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        mut request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let (source, upstream) = self.prompt_route(&request.name)?;
+        request.name = upstream;
+        request.meta = None;
+        let timeout = self.hub.call_timeout(source);
+        self.hub.sources[source]
+            .get_prompt(request, timeout)
+            .await
+            .map_err(upstream_error)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            self.hub.catalog().resources.clone(),
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.hub.catalog().resource_templates.clone(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        mut request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let source = self.resource_source(&request.uri)?;
+        request.meta = None;
+        let timeout = self.hub.call_timeout(source);
+        self.hub.sources[source]
+            .read_resource(request, timeout)
+            .await
+            .map_err(upstream_error)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.remember(&context);
+        let source = self.resource_source(&request.uri)?;
+        self.relay(
+            source,
+            ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let source = self.resource_source(&request.uri)?;
+        self.relay(
+            source,
+            ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let source = match &mut request.r#ref {
+            Reference::Prompt(p) => {
+                let (source, upstream) = self.prompt_route(&p.name)?;
+                p.name = upstream;
+                source
+            }
+            Reference::Resource(r) => self.resource_source(&r.uri)?,
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "airlock: unsupported completion reference",
+                    None,
+                ));
+            }
+        };
+        if self.hub.sources[source]
+            .snapshot()
+            .capabilities
+            .completions
+            .is_none()
+        {
+            return Ok(CompleteResult::default());
+        }
+        request.meta = None;
+        match self
+            .relay(
+                source,
+                ClientRequest::CompleteRequest(CompleteRequest::new(request)),
+            )
+            .await?
+        {
+            ServerResult::CompleteResult(r) => Ok(r),
+            _ => Err(ErrorData::internal_error(
+                "airlock: the source answered completion/complete with the wrong result type",
+                None,
+            )),
+        }
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.remember(&context);
+        // The level applies to every source that logs; one that fails to
+        // take it does not stop the others.
+        for (i, source) in self.hub.sources.iter().enumerate() {
+            if source.snapshot().capabilities.logging.is_some() {
+                let req = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
+                if let Err(e) = self.relay(i, req).await {
+                    tracing::warn!(source = source.name(), error = %e.message, "setting the log level failed");
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! `airlock-fixture`: a hand-written stdio MCP server that misbehaves on
+//! request, so tests can show what airlock does when an upstream hangs,
+//! dies, sends garbage or oversized messages, or lies.
+//!
+//! It speaks raw JSON-RPC (no SDK) precisely so it can break the protocol.
+//! Tools: echo, slow, hang, crash, garbage, oversized, lie, elicit,
+//! progress, log, change. `FIXTURE_CRASH_ON_START=1` exits before the
+//! handshake.
+
+use std::io::{BufRead, Write};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+fn send(out: &mut impl Write, v: &Value) {
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
+
+fn tools(extra: bool) -> Value {
+    let obj = |props: Value| json!({"type": "object", "properties": props});
+    let mut list = vec![
+        json!({"name": "echo", "description": "Echo the text back.", "inputSchema": obj(json!({"text": {"type": "string"}})), "annotations": {"readOnlyHint": true, "openWorldHint": false}}),
+        json!({"name": "slow", "description": "Answer after `ms` milliseconds.", "inputSchema": obj(json!({"ms": {"type": "integer"}}))}),
+        json!({"name": "hang", "description": "Never answer.", "inputSchema": obj(json!({}))}),
+        json!({"name": "crash", "description": "Exit mid-call.", "inputSchema": obj(json!({}))}),
+        json!({"name": "garbage", "description": "Write a line that is not JSON, then never answer.", "inputSchema": obj(json!({}))}),
+        json!({"name": "oversized", "description": "Answer with a message of `bytes` bytes.", "inputSchema": obj(json!({"bytes": {"type": "integer"}}))}),
+        json!({"name": "lie", "description": "Answer with a result of the wrong shape.", "inputSchema": obj(json!({}))}),
+        json!({"name": "elicit", "description": "Ask the user a question through elicitation.", "inputSchema": obj(json!({}))}),
+        json!({"name": "progress", "description": "Report progress three times.", "inputSchema": obj(json!({}))}),
+        json!({"name": "log", "description": "Send a log message.", "inputSchema": obj(json!({}))}),
+        json!({"name": "change", "description": "Add a tool and announce it.", "inputSchema": obj(json!({}))}),
+        json!({"name": "bad.name", "description": "A name airlock cannot expose.", "inputSchema": obj(json!({}))}),
+    ];
+    if extra {
+        list.push(json!({"name": "added_later", "description": "Appears after `change`.", "inputSchema": obj(json!({}))}));
+    }
+    Value::Array(list)
+}
+
+fn text_result(id: &Value, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
+}
+
+fn main() {
+    if std::env::var_os("FIXTURE_CRASH_ON_START").is_some() {
+        eprintln!("fixture: crashing on start as asked");
+        std::process::exit(7);
+    }
+    // Lines from stdin arrive on a channel so a tool waiting for the
+    // client's answer (elicit) can read them.
+    let (tx, rx) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+        std::process::exit(0);
+    });
+    let mut out = std::io::stdout().lock();
+    let mut extra = false;
+    let mut next_id = 1000;
+    while let Ok(msg) = rx.recv() {
+        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+            continue;
+        };
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        match method {
+            "initialize" => send(
+                &mut out,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": msg["params"]["protocolVersion"].clone(),
+                    "capabilities": {"tools": {"listChanged": true}, "logging": {}},
+                    "serverInfo": {"name": "airlock-fixture", "version": "1"}
+                }}),
+            ),
+            "tools/list" => send(
+                &mut out,
+                &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools(extra)}}),
+            ),
+            "ping" => send(&mut out, &json!({"jsonrpc": "2.0", "id": id, "result": {}})),
+            "logging/setLevel" => {
+                send(&mut out, &json!({"jsonrpc": "2.0", "id": id, "result": {}}))
+            }
+            "tools/call" => {
+                let name = msg["params"]["name"].as_str().unwrap_or("");
+                let args = &msg["params"]["arguments"];
+                match name {
+                    "echo" => send(
+                        &mut out,
+                        &text_result(&id, args["text"].as_str().unwrap_or("")),
+                    ),
+                    "slow" => {
+                        std::thread::sleep(Duration::from_millis(
+                            args["ms"].as_u64().unwrap_or(100),
+                        ));
+                        send(&mut out, &text_result(&id, "done"));
+                    }
+                    "hang" => {}
+                    "crash" => {
+                        eprintln!("fixture: crashing mid-call as asked");
+                        std::process::exit(3);
+                    }
+                    "garbage" => {
+                        let _ = writeln!(out, "}}{{ this is not json");
+                        let _ = out.flush();
+                    }
+                    "oversized" => {
+                        let n = args["bytes"].as_u64().unwrap_or(8 << 20) as usize;
+                        send(&mut out, &text_result(&id, &"x".repeat(n)));
+                    }
+                    "lie" => send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {"content": "not a list", "isError": "no"}}),
+                    ),
+                    "elicit" => {
+                        next_id += 1;
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": next_id, "method": "elicitation/create", "params": {
+                                "message": "What is your favourite colour?",
+                                "requestedSchema": {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
+                            }}),
+                        );
+                        // Wait for the answer to our request; other messages are dropped.
+                        let answer = loop {
+                            match rx.recv() {
+                                Ok(v) if v.get("id") == Some(&json!(next_id)) => break v,
+                                Ok(_) => continue,
+                                Err(_) => return,
+                            }
+                        };
+                        let text = if let Some(r) = answer.get("result") {
+                            format!(
+                                "action={} content={}",
+                                r["action"].as_str().unwrap_or("?"),
+                                r.get("content").cloned().unwrap_or(Value::Null)
+                            )
+                        } else {
+                            format!(
+                                "elicitation failed: {}",
+                                answer["error"]["message"].as_str().unwrap_or("?")
+                            )
+                        };
+                        send(&mut out, &text_result(&id, &text));
+                    }
+                    "progress" => {
+                        let token = msg["params"]["_meta"]["progressToken"].clone();
+                        if !token.is_null() {
+                            for i in 1..=3 {
+                                send(
+                                    &mut out,
+                                    &json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": i, "total": 3}}),
+                                );
+                            }
+                        }
+                        send(&mut out, &text_result(&id, &format!("token seen: {token}")));
+                    }
+                    "log" => {
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "warning", "logger": "fixture", "data": "a log line"}}),
+                        );
+                        send(&mut out, &text_result(&id, "logged"));
+                    }
+                    "change" => {
+                        extra = true;
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+                        );
+                        send(&mut out, &text_result(&id, "changed"));
+                    }
+                    other => send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("unknown tool {other}")}}),
+                    ),
+                }
+            }
+            _ if msg.get("id").is_some() => send(
+                &mut out,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}}),
+            ),
+            _ => {}
+        }
+    }
+}

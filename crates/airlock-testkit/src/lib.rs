@@ -1,0 +1,199 @@
+//! Helpers for end-to-end tests: every test runs the real `airlock` binary
+//! in a scratch data directory and talks to it as a client would.
+//!
+//! The binaries are found next to the test executable's target directory;
+//! the project's test script builds them (`cargo build --workspace --bins`)
+//! before running tests.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::service::{RoleClient, RunningService, Service};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ServiceExt, transport::ConfigureCommandExt};
+use tokio::process::Command;
+
+/// Path of a workspace binary (`airlock`, `airlock-fixture`).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace binaries first (cargo build --workspace --bins)",
+        path.display()
+    );
+    path
+}
+
+/// A scratch data directory and config for one test.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// Writes `airlock.toml` with `body`; `{fixture}`, `{airlock}` are
+    /// replaced with binary paths.
+    pub fn config(&self, body: &str) -> PathBuf {
+        let text = body
+            .replace("{fixture}", &toml_str(&bin("airlock-fixture")))
+            .replace("{airlock}", &toml_str(&bin("airlock")));
+        let path = self.dir.path().join("airlock.toml");
+        std::fs::write(&path, text).expect("write config");
+        path
+    }
+
+    /// `airlock serve --config <config>` as a command, with this data dir.
+    pub fn airlock(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("airlock"));
+        cmd.args(args)
+            .env("AIRLOCK_HOME", self.home())
+            .env("AIRLOCK_LOG", "warn,rmcp=error")
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Starts airlock on stdio with `config` and connects `handler` to it.
+    pub async fn stdio_client<H: Service<RoleClient>>(
+        &self,
+        config: &Path,
+        handler: H,
+    ) -> RunningService<RoleClient, H> {
+        let cmd = self
+            .airlock(&["serve", "--config", &config.to_string_lossy()])
+            .configure(|c| {
+                c.stderr(Stdio::inherit());
+            });
+        let transport = TokioChildProcess::new(cmd).expect("spawn airlock");
+        tokio::time::timeout(Duration::from_secs(30), handler.serve(transport))
+            .await
+            .expect("airlock answered initialize in time")
+            .expect("handshake with airlock")
+    }
+}
+
+fn toml_str(p: &Path) -> String {
+    p.to_string_lossy().replace('\\', "\\\\")
+}
+
+/// A loopback address with a port that was free a moment ago.
+pub fn free_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr")
+}
+
+/// Text of the first content block of a tool result, as JSON.
+pub fn first_text(result: &rmcp::model::CallToolResult) -> String {
+    let v = serde_json::to_value(result).expect("result serializes");
+    v["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Waits until `url` accepts TCP connections.
+pub async fn wait_for_port(addr: SocketAddr) {
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on {addr}");
+}
+
+/// airlock on stdio driven with raw JSON lines, for what an SDK client
+/// would never send (malformed input) or would rewrite (progress tokens).
+pub struct RawStdio {
+    pub child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawStdio {
+    pub fn start(scratch: &Scratch, config: &Path) -> RawStdio {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = scratch
+            .airlock(&["serve", "--config", &config.to_string_lossy()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn airlock");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        RawStdio {
+            child,
+            stdin,
+            lines: tokio::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    pub async fn send_line(&mut self, line: &str) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(line.as_bytes()).await.expect("write");
+        self.stdin.write_all(b"\n").await.expect("write");
+        self.stdin.flush().await.expect("flush");
+    }
+
+    pub async fn send(&mut self, v: serde_json::Value) {
+        self.send_line(&v.to_string()).await;
+    }
+
+    /// The next message from airlock, within 20 s.
+    pub async fn recv(&mut self) -> serde_json::Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .expect("airlock answered in time")
+            .expect("read stdout")
+            .expect("airlock closed stdout");
+        serde_json::from_str(&line).expect("airlock writes JSON")
+    }
+
+    /// Reads messages until the response with `id`, returning it and
+    /// everything that came before.
+    pub async fn response(&mut self, id: i64) -> (serde_json::Value, Vec<serde_json::Value>) {
+        let mut before = Vec::new();
+        loop {
+            let m = self.recv().await;
+            if m.get("id") == Some(&serde_json::json!(id)) && m.get("method").is_none() {
+                return (m, before);
+            }
+            before.push(m);
+        }
+    }
+
+    /// Sends `initialize` (legacy handshake) and `initialized`.
+    pub async fn handshake(&mut self, version: &str) -> serde_json::Value {
+        self.send(serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}
+        }}))
+        .await;
+        let (init, _) = self.response(0).await;
+        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        init
+    }
+}

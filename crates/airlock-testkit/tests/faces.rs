@@ -1,0 +1,257 @@
+//! The faces and the process: HTTP face guards, protocol versions on both
+//! faces, config errors at start, and children that die with airlock.
+
+use std::time::Duration;
+
+use airlock_testkit::{Scratch, first_text, free_addr, wait_for_port};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::ClientLifecycleMode;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientServiceExt, ServiceExt, model::ProtocolVersion};
+use serde_json::json;
+
+const DEMO: &str = r#"
+[sources.demo]
+command = "{airlock}"
+args = ["demo-server"]
+"#;
+
+fn client_info() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("faces-test", "1"),
+    )
+}
+
+fn read_note() -> CallToolRequestParams {
+    CallToolRequestParams::new("demo__read_note")
+        .with_arguments(json!({"name": "welcome"}).as_object().unwrap().clone())
+}
+
+async fn start_http(
+    scratch: &Scratch,
+    config: &std::path::Path,
+) -> (tokio::process::Child, String) {
+    let addr = free_addr();
+    let child = scratch
+        .airlock(&[
+            "serve",
+            "--config",
+            &config.to_string_lossy(),
+            "--http",
+            &addr.to_string(),
+        ])
+        .spawn()
+        .expect("spawn airlock");
+    wait_for_port(addr).await;
+    (child, format!("http://{addr}/mcp"))
+}
+
+#[tokio::test]
+async fn http_face_serves_legacy_and_2026_clients() {
+    let scratch = Scratch::new();
+    let config = scratch.config(DEMO);
+    let (_hub, url) = start_http(&scratch, &config).await;
+
+    let legacy = client_info()
+        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .await
+        .unwrap();
+    let r = legacy.call_tool(read_note()).await.unwrap();
+    assert!(first_text(&r).contains("Reads flow"));
+    legacy.cancel().await.unwrap();
+
+    let modern = client_info()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(url.as_str()),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let tools = modern.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "demo__write_note"));
+    let r = modern.call_tool(read_note()).await.unwrap();
+    assert!(first_text(&r).contains("Reads flow"));
+    modern.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn stdio_face_serves_a_2026_client() {
+    let scratch = Scratch::new();
+    let config = scratch.config(DEMO);
+    let cmd = scratch.airlock(&["serve", "--config", &config.to_string_lossy()]);
+    let modern = client_info()
+        .serve_with_lifecycle(
+            TokioChildProcess::new(cmd).unwrap(),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let r = modern.call_tool(read_note()).await.unwrap();
+    assert!(first_text(&r).contains("Reads flow"));
+    modern.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn http_face_refuses_foreign_host_and_origin() {
+    let scratch = Scratch::new();
+    let config = scratch.config(DEMO);
+    let (_hub, url) = start_http(&scratch, &config).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}
+    }});
+    let http = reqwest::Client::new();
+    let post = |host: Option<&str>, origin: Option<&str>| {
+        let mut req = http
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(init.to_string());
+        if let Some(h) = host {
+            req = req.header("host", h);
+        }
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send()
+    };
+    let ok = post(None, None).await.unwrap();
+    assert!(ok.status().is_success(), "{}", ok.status());
+    let rebinding = post(Some("evil.example:80"), None).await.unwrap();
+    assert_eq!(rebinding.status(), 403, "foreign Host must be refused");
+    let page = post(None, Some("https://evil.example")).await.unwrap();
+    assert_eq!(page.status(), 403, "foreign Origin must be refused");
+}
+
+#[tokio::test]
+async fn non_loopback_bind_is_refused() {
+    let scratch = Scratch::new();
+    let config = scratch.config(DEMO);
+    let out = scratch
+        .airlock(&[
+            "serve",
+            "--config",
+            &config.to_string_lossy(),
+            "--http",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("allow_non_loopback"), "{err}");
+}
+
+#[tokio::test]
+async fn config_error_names_file_line_key_and_fix() {
+    let scratch = Scratch::new();
+    let config = scratch.config("[sources.demo]\ncomand = \"x\"\n");
+    let out = scratch
+        .airlock(&["serve", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("airlock.toml:2:1"), "{err}");
+    assert!(err.contains("sources.demo.comand"), "{err}");
+    assert!(err.contains("did you mean `command`"), "{err}");
+}
+
+#[tokio::test]
+async fn client_json_config_runs_unchanged() {
+    let scratch = Scratch::new();
+    let json_path = scratch.dir.path().join("claude_desktop_config.json");
+    let body = json!({"mcpServers": {"demo": {"command": airlock_testkit::bin("airlock"), "args": ["demo-server"]}}});
+    std::fs::write(&json_path, body.to_string()).unwrap();
+    let client = scratch.stdio_client(&json_path, client_info()).await;
+    let r = client.call_tool(read_note()).await.unwrap();
+    assert!(first_text(&r).contains("Reads flow"));
+    client.cancel().await.unwrap();
+
+    let out = scratch
+        .airlock(&["import", &json_path.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let toml = String::from_utf8_lossy(&out.stdout);
+    assert!(toml.contains("[sources.demo]"), "{toml}");
+    let snippet = String::from_utf8_lossy(&out.stderr);
+    assert!(snippet.contains("\"serve\""), "{snippet}");
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn children_do_not_outlive_airlock() {
+    let scratch = Scratch::new();
+    let config = scratch.config(DEMO);
+    let (mut hub, url) = start_http(&scratch, &config).await;
+    // Once the HTTP face answers, the demo source has started.
+    let c = client_info()
+        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .await
+        .unwrap();
+    c.list_all_tools().await.unwrap();
+    let hub_pid = hub.id().unwrap();
+    let children = children_of(hub_pid);
+    assert!(
+        !children.is_empty(),
+        "the demo source should be a child process"
+    );
+    // SIGKILL: no destructor, no signal handler runs in airlock.
+    hub.start_kill().unwrap();
+    let _ = hub.wait().await;
+    let mut alive = children.clone();
+    for _ in 0..50 {
+        alive.retain(|pid| {
+            std::path::Path::new(&format!("/proc/{pid}")).exists() && !is_zombie(*pid)
+        });
+        if alive.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(alive.is_empty(), "children {alive:?} outlived airlock");
+}
+
+#[cfg(target_os = "linux")]
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // Fields after the command name (which may contain spaces): state ppid ...
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let ppid = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[cfg(target_os = "linux")]
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().starts_with('Z'))
+                .unwrap_or(false)
+        })
+        .unwrap_or(true)
+}
