@@ -190,6 +190,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             name,
             transport,
             call_timeout: None,
+            prefix: true,
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

@@ -44,6 +44,9 @@ pub struct SourceConfig {
     pub transport: Transport,
     /// Overrides [`HubSettings::call_timeout`] for this source.
     pub call_timeout: Option<Duration>,
+    /// `false` exposes names unchanged (no `<source>__`); a name that then
+    /// collides with another source's is withheld from both.
+    pub prefix: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +88,7 @@ impl Config {
                     cwd: None,
                 },
                 call_timeout: None,
+                prefix: true,
             }],
         }
     }

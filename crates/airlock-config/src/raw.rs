@@ -25,6 +25,7 @@ const SOURCE_KEYS: &[&str] = &[
     "url",
     "headers",
     "call_timeout",
+    "prefix",
 ];
 const TOP_KEYS: &[&str] = &["hub", "sources"];
 
@@ -58,6 +59,7 @@ struct RawSource {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     call_timeout: Option<Spanned<String>>,
+    prefix: Option<bool>,
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -177,6 +179,7 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                 name: name.into_inner(),
                 transport,
                 call_timeout,
+                prefix: s.prefix.unwrap_or(true),
             },
         ));
     }

@@ -57,14 +57,58 @@ impl Catalog {
         let mut c = Catalog::default();
         for (i, source) in sources.iter().enumerate() {
             let snapshot = source.snapshot();
-            c.add_source(i, source.name(), &snapshot);
+            c.add_source(i, source.name(), source.config.prefix, &snapshot);
         }
+        c.withhold_collisions(sources);
         c
     }
 
-    fn add_source(&mut self, index: usize, source: &str, snap: &Snapshot) {
+    /// Names two sources both claim (possible only without prefixes) are
+    /// withheld from both: airlock will not pick one.
+    fn withhold_collisions(&mut self, sources: &[Arc<Source>]) {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut clashes: Vec<(String, usize, usize)> = Vec::new();
+        for (i, source) in sources.iter().enumerate() {
+            let snap = source.snapshot();
+            let names = snap
+                .tools
+                .iter()
+                .map(|t| t.name.to_string())
+                .chain(snap.prompts.iter().map(|p| p.name.clone()));
+            for name in names {
+                let Ok(exposed) = names::expose(source.name(), &name, source.config.prefix) else {
+                    continue;
+                };
+                match seen.get(&exposed) {
+                    Some(&first) if first != i => clashes.push((exposed, first, i)),
+                    _ => {
+                        seen.insert(exposed, i);
+                    }
+                }
+            }
+        }
+        for (name, a, b) in clashes {
+            self.tools.retain(|t| t.name != name);
+            self.prompts.retain(|p| p.name != name);
+            self.tool_routes.remove(&name);
+            self.prompt_routes.remove(&name);
+            self.upstream_tools.remove(&name);
+            for (me, other) in [(a, b), (b, a)] {
+                self.withhold(
+                    sources[me].name(),
+                    &name,
+                    format!(
+                        "`{name}` is also offered by source `{}` and neither is prefixed",
+                        sources[other].name()
+                    ),
+                );
+            }
+        }
+    }
+
+    fn add_source(&mut self, index: usize, source: &str, prefix: bool, snap: &Snapshot) {
         for tool in &snap.tools {
-            match names::expose(source, &tool.name) {
+            match names::expose(source, &tool.name, prefix) {
                 Ok(exposed) => {
                     let mut t = tool.clone();
                     t.name = exposed.clone().into();
@@ -82,7 +126,7 @@ impl Catalog {
             }
         }
         for prompt in &snap.prompts {
-            match names::expose(source, &prompt.name) {
+            match names::expose(source, &prompt.name, prefix) {
                 Ok(exposed) => {
                     let mut p = prompt.clone();
                     p.name = exposed.clone();
@@ -102,7 +146,9 @@ impl Catalog {
         // only the display name is prefixed so a person sees the source.
         for resource in &snap.resources {
             let mut r = resource.clone();
-            r.name = format!("{source}{}{}", names::SEPARATOR, r.name);
+            if prefix {
+                r.name = format!("{source}{}{}", names::SEPARATOR, r.name);
+            }
             self.resource_routes
                 .entry(resource.uri.clone())
                 .and_modify(|e| *e = None)
@@ -111,7 +157,9 @@ impl Catalog {
         }
         for template in &snap.resource_templates {
             let mut t = template.clone();
-            t.name = format!("{source}{}{}", names::SEPARATOR, t.name);
+            if prefix {
+                t.name = format!("{source}{}{}", names::SEPARATOR, t.name);
+            }
             let prefix = template
                 .uri_template
                 .split('{')

@@ -13,14 +13,16 @@ use airlock_store::{CatalogKind, SourceStatus, Store, now_ms};
 use airlock_upstream::{Downstream, Source, SourceState};
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    ResourceUpdatedNotificationParam, ServerRequest,
+    ClientCapabilities, ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken, ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{Peer, RoleServer};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
+use crate::pipeline::ToolCall;
+use crate::pipeline::input::{InputNeeded, ParkedCalls, client_supports};
 
 pub type SessionId = u64;
 
@@ -30,6 +32,10 @@ struct InFlight {
     source: usize,
     session: SessionId,
     peer: Peer<RoleServer>,
+    capabilities: Option<ClientCapabilities>,
+    /// Set for 2026-07-28 clients: requests for input go to the call's own
+    /// task, which parks the call and asks the client (see pipeline::input).
+    input: Option<mpsc::UnboundedSender<InputNeeded>>,
     /// Where this call's progress goes, if the client asked for it: an
     /// ordered queue the call's own task drains to the client.
     progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
@@ -44,6 +50,7 @@ pub struct Hub {
     catalog: RwLock<Arc<Catalog>>,
     sessions: Mutex<HashMap<SessionId, Peer<RoleServer>>>,
     inflight: Mutex<HashMap<u64, InFlight>>,
+    pub(crate) parked: ParkedCalls,
     next_id: AtomicU64,
     pub shutdown: CancellationToken,
 }
@@ -79,6 +86,7 @@ impl Hub {
                 catalog: RwLock::new(Arc::new(Catalog::default())),
                 sessions: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
+                parked: ParkedCalls::default(),
                 next_id: AtomicU64::new(1),
                 shutdown,
             }
@@ -146,15 +154,14 @@ impl Hub {
     pub(crate) fn begin_call(
         self: &Arc<Self>,
         source: usize,
-        session: SessionId,
-        peer: Peer<RoleServer>,
-        wants_progress: bool,
+        call: &ToolCall,
+        input: Option<mpsc::UnboundedSender<InputNeeded>>,
     ) -> (
         InFlightGuard,
         Option<mpsc::UnboundedReceiver<ProgressNotificationParam>>,
     ) {
         let id = self.new_id();
-        let (progress, rx) = if wants_progress {
+        let (progress, rx) = if call.progress.is_some() && input.is_none() {
             let (tx, rx) = mpsc::unbounded_channel();
             (Some(tx), Some(rx))
         } else {
@@ -167,8 +174,10 @@ impl Hub {
                 id,
                 InFlight {
                     source,
-                    session,
-                    peer,
+                    session: call.session,
+                    peer: call.peer.clone(),
+                    capabilities: call.capabilities.clone(),
+                    input,
                     progress,
                     upstream_token: None,
                 },
@@ -242,33 +251,38 @@ impl Hub {
         }
     }
 
-    /// The one session with a call in flight to `source`, if exactly one.
-    fn caller_of(&self, source: usize) -> Result<(Peer<RoleServer>, SessionId), String> {
+    /// Where a request `source` makes of the client goes: the one client
+    /// with a call in flight to it; with none, the only connected client.
+    fn route_for(&self, source: usize) -> Result<Route, String> {
         let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        let mut found: Option<(&Peer<RoleServer>, SessionId)> = None;
+        let mut found: Option<&InFlight> = None;
         for call in inflight.values().filter(|c| c.source == source) {
             match found {
-                Some((_, s)) if s != call.session => {
+                Some(f) if f.session != call.session => {
                     return Err("several clients have calls in progress to this source, so airlock cannot tell which one the request is for".into());
                 }
-                _ => found = Some((&call.peer, call.session)),
+                _ => found = Some(call),
             }
         }
-        match found {
-            Some((peer, session)) => Ok((peer.clone(), session)),
-            None => {
-                drop(inflight);
-                let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-                let live: Vec<_> = sessions
-                    .iter()
-                    .filter(|(_, p)| !p.is_transport_closed())
-                    .collect();
-                match live.as_slice() {
-                    [(id, peer)] => Ok(((*peer).clone(), **id)),
-                    [] => Err("no client is connected to airlock".into()),
-                    _ => Err("no call to this source is in progress and several clients are connected, so airlock cannot tell which one the request is for".into()),
-                }
+        if let Some(call) = found {
+            return Ok(match &call.input {
+                Some(tx) => Route::Park(tx.clone()),
+                None => Route::Direct(call.peer.clone(), Box::new(call.capabilities.clone())),
+            });
+        }
+        drop(inflight);
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let live: Vec<_> = sessions
+            .values()
+            .filter(|p| !p.is_transport_closed())
+            .collect();
+        match live.as_slice() {
+            [peer] => {
+                let caps = peer.peer_info().map(|i| i.capabilities.clone());
+                Ok(Route::Direct((*peer).clone(), Box::new(caps)))
             }
+            [] => Err("no client is connected to airlock".into()),
+            _ => Err("no call to this source is in progress and several clients are connected, so airlock cannot tell which one the request is for".into()),
         }
     }
 
@@ -308,25 +322,12 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// Whether the client behind `peer` declared the feature a request needs.
-fn client_supports(peer: &Peer<RoleServer>, request: &ServerRequest) -> Result<(), String> {
-    let Some(info) = peer.peer_info() else {
-        return Err("the client has not finished its handshake".into());
-    };
-    let caps = &info.capabilities;
-    let (ok, what) = match request {
-        ServerRequest::ElicitRequest(_) => (caps.elicitation.is_some(), "elicitation"),
-        ServerRequest::CreateMessageRequest(_) => (caps.sampling.is_some(), "sampling"),
-        ServerRequest::ListRootsRequest(_) => (caps.roots.is_some(), "roots"),
-        _ => (true, ""),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "the client connected to airlock does not support {what}"
-        ))
-    }
+/// How a server→client request reaches its client.
+enum Route {
+    /// Send it to the client as a request (protocols before 2026-07-28).
+    Direct(Peer<RoleServer>, Box<Option<ClientCapabilities>>),
+    /// Hand it to the call's task, which asks the client with `input_required`.
+    Park(mpsc::UnboundedSender<InputNeeded>),
 }
 
 impl Downstream for Link {
@@ -343,26 +344,36 @@ impl Downstream for Link {
             let Some(index) = hub.source_index(&source) else {
                 return Err(ErrorData::internal_error("unknown source", None));
             };
-            let (peer, _session) = hub
-                .caller_of(index)
-                .map_err(|why| ErrorData::invalid_request(format!("airlock: {why}"), None))?;
-            client_supports(&peer, &request)
-                .map_err(|why| ErrorData::invalid_request(format!("airlock: {why}"), None))?;
+            let refuse = |why: String| ErrorData::invalid_request(format!("airlock: {why}"), None);
             let timeout = hub.call_timeout(index);
-            match tokio::time::timeout(timeout, peer.send_request(request)).await {
-                Ok(Ok(result)) => Ok(result),
-                Ok(Err(rmcp::ServiceError::McpError(e))) => Err(e),
-                Ok(Err(e)) => Err(ErrorData::internal_error(
-                    format!("airlock: relaying to the client failed: {e}"),
-                    None,
-                )),
-                Err(_) => Err(ErrorData::internal_error(
-                    format!(
-                        "airlock: the client did not answer within {}s",
-                        timeout.as_secs()
-                    ),
-                    None,
-                )),
+            match hub.route_for(index).map_err(refuse)? {
+                Route::Park(tx) => {
+                    let (reply, answer) = oneshot::channel();
+                    tx.send(InputNeeded { request, reply })
+                        .map_err(|_| refuse("the call has already ended".into()))?;
+                    match tokio::time::timeout(timeout, answer).await {
+                        Ok(Ok(result)) => result,
+                        Ok(Err(_)) => {
+                            Err(refuse("the call ended before the client answered".into()))
+                        }
+                        Err(_) => Err(refuse(format!(
+                            "the client did not answer within {}s",
+                            timeout.as_secs()
+                        ))),
+                    }
+                }
+                Route::Direct(peer, caps) => {
+                    client_supports(caps.as_ref().as_ref(), &request).map_err(refuse)?;
+                    match tokio::time::timeout(timeout, peer.send_request(request)).await {
+                        Ok(Ok(result)) => Ok(result),
+                        Ok(Err(rmcp::ServiceError::McpError(e))) => Err(e),
+                        Ok(Err(e)) => Err(refuse(format!("relaying to the client failed: {e}"))),
+                        Err(_) => Err(refuse(format!(
+                            "the client did not answer within {}s",
+                            timeout.as_secs()
+                        ))),
+                    }
+                }
             }
         })
     }
@@ -390,8 +401,8 @@ impl Downstream for Link {
         } else {
             format!("{source}/{logger}")
         });
-        let peers = match hub.source_index(source).map(|i| hub.caller_of(i)) {
-            Some(Ok((peer, _))) => vec![peer],
+        let peers = match hub.source_index(source).map(|i| hub.route_for(i)) {
+            Some(Ok(Route::Direct(peer, _))) => vec![peer],
             _ => hub.session_peers(),
         };
         tokio::spawn(async move {

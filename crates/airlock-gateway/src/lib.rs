@@ -13,8 +13,9 @@ pub mod catalog;
 pub mod faces;
 pub mod hub;
 pub mod names;
-mod pipeline;
+pub(crate) mod pipeline;
 pub mod session;
+mod versions;
 
 pub use hub::Hub;
 pub use session::Session;

@@ -10,8 +10,13 @@ pub const SEPARATOR: &str = "__";
 const MAX_LEN: usize = 64;
 
 /// The exposed name, if it is valid under `^[a-zA-Z0-9_-]{1,64}$`.
-pub fn expose(source: &str, name: &str) -> Result<String, String> {
-    let exposed = format!("{source}{SEPARATOR}{name}");
+/// Without `prefix` the upstream name is exposed as it is.
+pub fn expose(source: &str, name: &str, prefix: bool) -> Result<String, String> {
+    let exposed = if prefix {
+        format!("{source}{SEPARATOR}{name}")
+    } else {
+        name.to_string()
+    };
     if name.is_empty() {
         return Err("the upstream name is empty".into());
     }
@@ -56,17 +61,19 @@ mod tests {
     #[test]
     fn exposed_names_round_trip() {
         for (source, name) in [("fs", "read_file"), ("a-b", "x__y"), ("g", "-")] {
-            let e = expose(source, name).unwrap();
+            let e = expose(source, name, true).unwrap();
             assert_eq!(split(&e), Some((source, name)));
         }
     }
 
     #[test]
     fn invalid_exposed_names_are_refused_not_mangled() {
-        assert!(expose("fs", "read.file").is_err());
-        assert!(expose("fs", "").is_err());
-        assert!(expose("fs", &"x".repeat(61)).is_err());
-        assert!(expose("fs", &"x".repeat(60)).is_ok());
+        assert!(expose("fs", "read.file", true).is_err());
+        assert!(expose("fs", "", true).is_err());
+        assert!(expose("fs", &"x".repeat(61), true).is_err());
+        assert!(expose("fs", &"x".repeat(60), true).is_ok());
+        assert_eq!(expose("fs", "read", false).unwrap(), "read");
+        assert!(expose("fs", "read.file", false).is_err());
     }
 
     #[test]

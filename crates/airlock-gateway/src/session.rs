@@ -11,9 +11,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, ServerResult,
-    SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
     UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -23,6 +23,7 @@ use crate::catalog::UriRoute;
 use crate::hub::{Hub, SessionId};
 use crate::names;
 use crate::pipeline::{self, ToolCall};
+use crate::versions;
 
 pub struct Session {
     hub: Arc<Hub>,
@@ -139,8 +140,13 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.remember(&context);
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         let call = ToolCall {
             progress: context.meta.get_progress_token(),
+            capabilities: context.client_capabilities(),
+            modern,
             params,
             session: self.id,
             peer: context.peer.clone(),
@@ -173,6 +179,7 @@ impl ServerHandler for Session {
         self.hub.sources[source]
             .get_prompt(request, timeout)
             .await
+            .map(versions::prompt)
             .map_err(upstream_error)
     }
 
@@ -207,6 +214,7 @@ impl ServerHandler for Session {
         self.hub.sources[source]
             .read_resource(request, timeout)
             .await
+            .map(versions::resource)
             .map_err(upstream_error)
     }
 
@@ -274,7 +282,7 @@ impl ServerHandler for Session {
             )
             .await?
         {
-            ServerResult::CompleteResult(r) => Ok(r),
+            ServerResult::CompleteResult(r) => Ok(versions::completion(r)),
             _ => Err(ErrorData::internal_error(
                 "airlock: the source answered completion/complete with the wrong result type",
                 None,

@@ -255,3 +255,88 @@ fn is_zombie(pid: u32) -> bool {
         })
         .unwrap_or(true)
 }
+
+/// A 2026-07-28 client cannot receive the elicitation request a legacy
+/// source sends mid-call; airlock turns it into `input_required` and
+/// resumes the waiting call when the client comes back with the answer.
+#[tokio::test]
+async fn input_required_round_trip_for_a_2026_client() {
+    use rmcp::model::{CallToolResponse, InputResponses};
+    let scratch = Scratch::new();
+    let config = scratch.config(
+        r#"
+[sources.fixture]
+command = "{fixture}"
+"#,
+    );
+    let (_hub, url) = start_http(&scratch, &config).await;
+    let caps: ClientCapabilities =
+        serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
+    let client = ClientConfig::new(caps, Implementation::new("faces-test", "1"))
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(url.as_str()),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let ask = |state: Option<String>, tool: &str, answer: Option<serde_json::Value>| {
+        let mut p = CallToolRequestParams::new(tool.to_string());
+        p.request_state = state;
+        p.input_responses = answer.map(|a| {
+            let mut r = InputResponses::new();
+            r.insert("airlock-input".into(), a);
+            r
+        });
+        client.call_tool_once(p)
+    };
+    let first = ask(None, "fixture__elicit", None).await.unwrap();
+    let CallToolResponse::InputRequired(needed) = first else {
+        panic!("expected input_required, got {first:?}");
+    };
+    let requests = serde_json::to_value(&needed.input_requests).unwrap();
+    assert_eq!(
+        requests["airlock-input"]["params"]["message"],
+        "What is your favourite colour?"
+    );
+    let state = needed.request_state.clone().unwrap();
+    let answer = json!({"action": "accept", "content": {"colour": "teal"}});
+
+    // Tampered state: refused, and the real one still works afterwards.
+    let tampered = format!("{state}x");
+    let err = ask(Some(tampered), "fixture__elicit", Some(answer.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown, already used or expired"), "{err}");
+    // The state of one tool cannot resume a call of another.
+    let err = ask(Some(state.clone()), "fixture__echo", Some(answer.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("belongs to a call of `fixture__elicit`"),
+        "{err}"
+    );
+
+    let done = ask(Some(state.clone()), "fixture__elicit", Some(answer.clone()))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("expected the final result, got {done:?}");
+    };
+    let text = first_text(&result);
+    assert!(
+        text.contains("action=accept") && text.contains("teal"),
+        "{text}"
+    );
+
+    // Single use: a replay finds nothing.
+    let err = ask(Some(state), "fixture__elicit", Some(answer))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown, already used or expired"), "{err}");
+    client.cancel().await.unwrap();
+}

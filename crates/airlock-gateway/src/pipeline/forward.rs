@@ -7,10 +7,12 @@ use rmcp::model::{
     ProgressNotificationParam,
 };
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
-use super::{Target, ToolCall};
+use super::{Target, ToolCall, input};
 use crate::hub::Hub;
+use crate::versions;
 
 /// How the upstream call ended.
 pub(crate) enum Outcome {
@@ -37,21 +39,60 @@ impl Outcome {
 }
 
 pub(crate) async fn tool(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
-    let source = &hub.sources[target.source];
-    // Registered before sending, so a request the source makes of the
-    // client during this call finds its way back to this client.
-    let (in_flight, mut progress) = hub.begin_call(
-        target.source,
-        call.session,
-        call.peer.clone(),
-        call.progress.is_some(),
-    );
+    // A retry carrying airlock's own requestState re-attaches to a call
+    // that was waiting for this client's input.
+    if let Some(state) = call
+        .params
+        .request_state
+        .as_deref()
+        .filter(|s| s.starts_with(input::STATE_PREFIX))
+    {
+        return match hub.parked.resume(
+            state,
+            &call.params.name,
+            call.params.input_responses.as_ref(),
+        ) {
+            Ok(running) => attach(hub, call, running, hub.call_timeout(target.source)).await,
+            Err(why) => {
+                Outcome::Refused(ErrorData::invalid_params(format!("airlock: {why}"), None))
+            }
+        };
+    }
+    if call.modern {
+        detached(hub, call, target).await
+    } else {
+        attached(hub, call, target).await
+    }
+}
+
+fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
     let mut params = CallToolRequestParams::new(target.upstream_name.clone());
     params.arguments = call.params.arguments.clone();
     params.input_responses = call.params.input_responses.clone();
     params.request_state = call.params.request_state.clone();
+    params
+}
+
+fn answered(result: Result<CallToolResponse, UpstreamError>) -> Outcome {
+    match result {
+        Ok(response) => Outcome::Answered(versions::call(response)),
+        Err(UpstreamError::Mcp { error, .. }) => Outcome::Refused(error),
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+/// The call lives inside this client request: requests the source makes of
+/// the client go straight to it, and progress is relayed in order.
+async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
+    let source = &hub.sources[target.source];
+    // Registered before sending, so a request the source makes of the
+    // client during this call finds its way back to this client.
+    let (in_flight, mut progress) = hub.begin_call(target.source, call, None);
     let timeout = hub.call_timeout(target.source);
-    let pending = match source.start_call(params, timeout).await {
+    let pending = match source
+        .start_call(upstream_params(call, target), timeout)
+        .await
+    {
         Ok(p) => p,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
@@ -78,10 +119,82 @@ pub(crate) async fn tool(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Ou
         }
     }
     drop(in_flight);
-    match result {
-        Ok(response) => Outcome::Answered(response),
-        Err(UpstreamError::Mcp { error, .. }) => Outcome::Refused(error),
-        Err(e) => Outcome::Failed(e.to_string()),
+    answered(result)
+}
+
+/// For 2026-07-28 clients: the call runs in a task of its own so it can
+/// outlive this client request while the client answers an input request.
+async fn detached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
+    let source = &hub.sources[target.source];
+    let (input_tx, input_rx) = mpsc::unbounded_channel();
+    let (in_flight, _) = hub.begin_call(target.source, call, Some(input_tx));
+    let timeout = hub.call_timeout(target.source);
+    let pending = match source
+        .start_call(upstream_params(call, target), timeout)
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    in_flight.set_upstream_token(pending.progress_token.clone());
+    let (done_tx, done_rx) = oneshot::channel();
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            r = pending.finish() => { let _ = done_tx.send(r); }
+            // Dropping `pending` tells the source to stop.
+            _ = stop.cancelled() => {}
+        }
+        drop(in_flight);
+    });
+    let running = input::Running {
+        done: done_rx,
+        input: input_rx,
+        cancel,
+    };
+    attach(hub, call, running, timeout).await
+}
+
+/// Waits on a detached call until it ends, or until the source needs input
+/// from the client, in which case the call is parked and the client asked.
+async fn attach(
+    hub: &Arc<Hub>,
+    call: &ToolCall,
+    mut running: input::Running,
+    timeout: std::time::Duration,
+) -> Outcome {
+    enum Event {
+        Done(Option<Result<CallToolResponse, UpstreamError>>),
+        Input(input::InputNeeded),
+        Cancelled,
+    }
+    loop {
+        let event = tokio::select! {
+            r = &mut running.done => Event::Done(r.ok()),
+            Some(needed) = running.input.recv() => Event::Input(needed),
+            _ = call.cancelled.cancelled() => Event::Cancelled,
+        };
+        match event {
+            Event::Done(Some(result)) => return answered(result),
+            Event::Done(None) => return Outcome::Failed("the call ended without an answer".into()),
+            Event::Cancelled => return Outcome::Failed("the client cancelled the call".into()),
+            Event::Input(needed) => {
+                if let Err(why) =
+                    input::client_supports(call.capabilities.as_ref(), &needed.request)
+                {
+                    let _ = needed.reply.send(Err(ErrorData::invalid_request(
+                        format!("airlock: {why}"),
+                        None,
+                    )));
+                    continue;
+                }
+                match hub.parked.park(&call.params.name, running, needed, timeout) {
+                    Ok(ask) => return Outcome::Answered(ask),
+                    Err(back) => running = back,
+                }
+            }
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! resolving the target and forwarding the call.
 
 mod forward;
+pub(crate) mod input;
 mod record;
 mod resolve;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, ProgressToken};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientCapabilities, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +29,10 @@ pub(crate) struct ToolCall {
     pub session: SessionId,
     pub peer: Peer<RoleServer>,
     pub progress: Option<ProgressToken>,
+    /// What the client declared it can do (elicitation, sampling, roots).
+    pub capabilities: Option<ClientCapabilities>,
+    /// The client speaks 2026-07-28 or later: no server→client requests.
+    pub modern: bool,
     /// Cancelled when the client cancels the request or goes away.
     pub cancelled: CancellationToken,
     pub started: Instant,

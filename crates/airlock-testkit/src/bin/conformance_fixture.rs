@@ -1,0 +1,435 @@
+//! `airlock-conformance-fixture`: the server the MCP conformance suite's
+//! server scenarios expect (tools, resources and prompts with the names and
+//! contents each scenario checks), built on rmcp.
+//!
+//! `airlock-conformance-fixture` serves stdio (to sit behind airlock);
+//! `--http 127.0.0.1:PORT` serves Streamable HTTP at `/mcp` (to measure the
+//! suite against the fixture directly).
+
+#![allow(deprecated)] // sampling and logging: SEP-2577-deprecated, still tested
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
+
+fn from<T: DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("fixture JSON matches the rmcp type")
+}
+
+fn no_args() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+fn tools() -> Vec<Tool> {
+    let t = |name: &str, description: &str, schema: Value| -> Tool {
+        from(json!({"name": name, "description": description, "inputSchema": schema}))
+    };
+    let string_arg = |arg: &str| json!({"type": "object", "properties": {arg: {"type": "string"}}, "required": [arg]});
+    vec![
+        t("test_simple_text", "Returns simple text", no_args()),
+        t("test_image_content", "Returns an image", no_args()),
+        t("test_audio_content", "Returns audio", no_args()),
+        t(
+            "test_embedded_resource",
+            "Returns an embedded resource",
+            no_args(),
+        ),
+        t(
+            "test_multiple_content_types",
+            "Returns mixed content",
+            no_args(),
+        ),
+        t("test_tool_with_logging", "Logs while running", no_args()),
+        t("test_error_handling", "Always fails", no_args()),
+        t("test_tool_with_progress", "Reports progress", no_args()),
+        t(
+            "test_sampling",
+            "Asks the client to sample",
+            string_arg("prompt"),
+        ),
+        t("test_elicitation", "Asks the user", string_arg("message")),
+        t(
+            "test_elicitation_sep1034_defaults",
+            "Asks with defaults",
+            no_args(),
+        ),
+        t(
+            "test_elicitation_sep1330_enums",
+            "Asks with enums",
+            no_args(),
+        ),
+        t(
+            "json_schema_2020_12_tool",
+            "Tool with JSON Schema 2020-12 features",
+            json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "additionalProperties": false
+            }),
+        ),
+    ]
+}
+
+fn content(blocks: Value) -> CallToolResponse {
+    CallToolResponse::Complete(from::<CallToolResult>(json!({"content": blocks})))
+}
+
+fn text(s: &str) -> CallToolResponse {
+    content(json!([{"type": "text", "text": s}]))
+}
+
+#[derive(Clone)]
+struct Fixture;
+
+impl Fixture {
+    async fn log(&self, ctx: &RequestContext<RoleServer>, message: &str) {
+        let params: LoggingMessageNotificationParam =
+            from(json!({"level": "info", "logger": "fixture", "data": message}));
+        let _ = ctx.peer.notify_logging_message(params).await;
+    }
+
+    async fn elicit(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        params: Value,
+        prefix: &str,
+    ) -> CallToolResponse {
+        let params: ElicitRequestParams = from(params);
+        match ctx.peer.create_elicitation(params).await {
+            Ok(r) => {
+                let r = serde_json::to_value(&r).unwrap_or_default();
+                text(&format!(
+                    "{prefix}action={}, content={}",
+                    r["action"].as_str().unwrap_or("?"),
+                    r.get("content").cloned().unwrap_or(Value::Null)
+                ))
+            }
+            Err(e) => CallToolResponse::Complete(from(json!({
+                "isError": true, "content": [{"type": "text", "text": format!("elicitation failed: {e}")}]
+            }))),
+        }
+    }
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .enable_prompts()
+                .enable_logging()
+                .enable_completions()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        Ok(match request.name.as_ref() {
+            "test_simple_text" => text("This is a simple text response for testing."),
+            "test_image_content" => content(json!([{"type": "image", "data": PNG, "mimeType": "image/png"}])),
+            "test_audio_content" => content(json!([{"type": "audio", "data": WAV, "mimeType": "audio/wav"}])),
+            "test_embedded_resource" => content(json!([{"type": "resource", "resource": {
+                "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."
+            }}])),
+            "test_multiple_content_types" => content(json!([
+                {"type": "text", "text": "Multiple content types test:"},
+                {"type": "image", "data": PNG, "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}
+            ])),
+            "test_tool_with_logging" => {
+                self.log(&ctx, "Tool execution started").await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.log(&ctx, "Tool processing data").await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.log(&ctx, "Tool execution completed").await;
+                text("Logging test completed")
+            }
+            "test_error_handling" => CallToolResponse::Complete(from(json!({
+                "isError": true, "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}]
+            }))),
+            "test_tool_with_progress" => {
+                let token = ctx.meta.get_progress_token();
+                for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    if let Some(token) = &token {
+                        let n: ProgressNotificationParam =
+                            from(json!({"progressToken": token, "progress": p, "total": 100.0}));
+                        let _ = ctx.peer.notify_progress(n).await;
+                    }
+                }
+                text("Progress test completed")
+            }
+            "test_sampling" => {
+                let params: CreateMessageRequestParams = from(json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": args["prompt"]}}],
+                    "maxTokens": 100
+                }));
+                match ctx.peer.create_message(params).await {
+                    Ok(r) => {
+                        let r = serde_json::to_value(&r).unwrap_or_default();
+                        text(&format!("LLM response: {}", r["content"]["text"].as_str().unwrap_or("")))
+                    }
+                    Err(e) => CallToolResponse::Complete(from(json!({
+                        "isError": true, "content": [{"type": "text", "text": format!("sampling failed: {e}")}]
+                    }))),
+                }
+            }
+            "test_elicitation" => {
+                self.elicit(&ctx, json!({
+                    "message": args["message"],
+                    "requestedSchema": {"type": "object", "properties": {
+                        "username": {"type": "string", "description": "User's response"},
+                        "email": {"type": "string", "description": "User's email address"}
+                    }, "required": ["username", "email"]}
+                }), "User response: ").await
+            }
+            "test_elicitation_sep1034_defaults" => {
+                self.elicit(&ctx, json!({
+                    "message": "Please review and update the form fields with defaults",
+                    "requestedSchema": {"type": "object", "properties": {
+                        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                        "age": {"type": "integer", "description": "User age", "default": 30},
+                        "score": {"type": "number", "description": "User score", "default": 95.5},
+                        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                        "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                    }}
+                }), "Elicitation completed: ").await
+            }
+            "test_elicitation_sep1330_enums" => {
+                self.elicit(&ctx, json!({
+                    "message": "Please select options from the enum fields",
+                    "requestedSchema": {"type": "object", "properties": {
+                        "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+                            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+                        "untitledMulti": {"type": "array", "description": "Select multiple options", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
+                    }}
+                }), "Elicitation completed: ").await
+            }
+            "json_schema_2020_12_tool" => text("ok"),
+            other => return Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
+        })
+    }
+
+    async fn list_resources(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let r = |uri: &str, name: &str, mime: &str| -> Resource {
+            from(
+                json!({"uri": uri, "name": name, "description": format!("The {name} resource"), "mimeType": mime}),
+            )
+        };
+        Ok(ListResourcesResult::with_all_items(vec![
+            r("test://static-text", "static-text", "text/plain"),
+            r("test://static-binary", "static-binary", "image/png"),
+            r("test://watched-resource", "watched-resource", "text/plain"),
+        ]))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let t: ResourceTemplate = from(json!({
+            "uriTemplate": "test://template/{id}/data", "name": "template", "description": "Data by id", "mimeType": "application/json"
+        }));
+        Ok(ListResourceTemplatesResult::with_all_items(vec![t]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.as_str();
+        let contents = match uri {
+            "test://static-text" => {
+                json!([{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}])
+            }
+            "test://static-binary" => json!([{"uri": uri, "mimeType": "image/png", "blob": PNG}]),
+            "test://watched-resource" => {
+                json!([{"uri": uri, "mimeType": "text/plain", "text": "watched"}])
+            }
+            _ => match uri
+                .strip_prefix("test://template/")
+                .and_then(|r| r.strip_suffix("/data"))
+            {
+                Some(id) => json!([{"uri": uri, "mimeType": "application/json",
+                    "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()}]),
+                None => {
+                    return Err(ErrorData::resource_not_found(
+                        format!("no resource {uri}"),
+                        None,
+                    ));
+                }
+            },
+        };
+        Ok(ReadResourceResponse::Complete(from::<ReadResourceResult>(
+            json!({"contents": contents}),
+        )))
+    }
+
+    async fn subscribe(
+        &self,
+        _r: SubscribeRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        _r: UnsubscribeRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let p = |v: Value| -> Prompt { from(v) };
+        Ok(ListPromptsResult::with_all_items(vec![
+            p(json!({"name": "test_simple_prompt", "description": "A simple prompt"})),
+            p(
+                json!({"name": "test_prompt_with_arguments", "description": "A prompt with arguments", "arguments": [
+                {"name": "arg1", "description": "First test argument", "required": true},
+                {"name": "arg2", "description": "Second test argument", "required": true}]}),
+            ),
+            p(
+                json!({"name": "test_prompt_with_embedded_resource", "description": "A prompt with a resource", "arguments": [
+                {"name": "resourceUri", "description": "URI of the resource to embed", "required": true}]}),
+            ),
+            p(json!({"name": "test_prompt_with_image", "description": "A prompt with an image"})),
+        ]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let args = request.arguments.clone().unwrap_or_default();
+        let arg = |k: &str| {
+            args.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let messages = match request.name.as_str() {
+            "test_simple_prompt" => {
+                json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}])
+            }
+            "test_prompt_with_arguments" => json!([{"role": "user", "content": {"type": "text",
+                "text": format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2"))}}]),
+            "test_prompt_with_embedded_resource" => json!([
+                {"role": "user", "content": {"type": "resource", "resource": {"uri": arg("resourceUri"), "mimeType": "text/plain", "text": "Embedded resource content for testing."}}},
+                {"role": "user", "content": {"type": "text", "text": "Please process the embedded resource above."}}
+            ]),
+            "test_prompt_with_image" => json!([
+                {"role": "user", "content": {"type": "image", "data": PNG, "mimeType": "image/png"}},
+                {"role": "user", "content": {"type": "text", "text": "Please analyze the image above."}}
+            ]),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown prompt {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(GetPromptResponse::Complete(from::<GetPromptResult>(
+            json!({"messages": messages}),
+        )))
+    }
+
+    async fn complete(
+        &self,
+        _r: CompleteRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Ok(from(
+            json!({"completion": {"values": ["paris", "park", "party"], "total": 3, "hasMore": false}}),
+        ))
+    }
+
+    async fn set_level(
+        &self,
+        _r: SetLevelRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--http") {
+        Some(i) => {
+            use rmcp::transport::streamable_http_server::{
+                StreamableHttpServerConfig, StreamableHttpService,
+                session::local::LocalSessionManager,
+            };
+            let addr: std::net::SocketAddr = args
+                .get(i + 1)
+                .ok_or_else(|| anyhow::anyhow!("--http needs an address"))?
+                .parse()?;
+            let service = StreamableHttpService::new(
+                || Ok(Fixture),
+                Arc::new(LocalSessionManager::default()),
+                StreamableHttpServerConfig::default(),
+            );
+            let router = axum::Router::new().nest_service("/mcp", service);
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            axum::serve(listener, router).await?;
+        }
+        None => {
+            let running = Fixture.serve(rmcp::transport::stdio()).await?;
+            running.waiting().await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,84 @@
+"""Fixtures: a scratch airlock config in front of the official MCP servers
+from npm, served on stdio (launched by the client) or Streamable HTTP."""
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ROOT / ".tools"
+AIRLOCK = Path(os.environ.get("AIRLOCK_BIN", ROOT / "target" / "debug" / "airlock"))
+
+
+def _npm_bin(name: str) -> str:
+    path = TOOLS / "node_modules" / ".bin" / name
+    if not path.exists():
+        pytest.exit(f"{path} is missing: run scripts/install-peers first", returncode=2)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def hub_dir(tmp_path_factory):
+    """Data directory, config and a folder server-filesystem may touch."""
+    base = tmp_path_factory.mktemp("airlock")
+    files = base / "files"
+    files.mkdir()
+    (files / "hello.txt").write_text("hello from the filesystem server\n")
+    config = base / "airlock.toml"
+    config.write_text(
+        f"""
+[hub]
+call_timeout = "30s"
+
+[sources.demo]
+command = "{AIRLOCK}"
+args = ["demo-server"]
+
+[sources.everything]
+command = "{_npm_bin('mcp-server-everything')}"
+
+[sources.fs]
+command = "{_npm_bin('mcp-server-filesystem')}"
+args = ["{files}"]
+"""
+    )
+    return {"base": base, "config": config, "files": files, "home": base / "home"}
+
+
+def airlock_env(hub_dir) -> dict:
+    env = dict(os.environ)
+    env["AIRLOCK_HOME"] = str(hub_dir["home"])
+    env["AIRLOCK_LOG"] = "warn,rmcp=error"
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def http_url(hub_dir):
+    """airlock serving Streamable HTTP for the whole session."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(AIRLOCK), "serve", "--config", str(hub_dir["config"]), "--http", f"127.0.0.1:{port}"],
+        env=airlock_env(hub_dir),
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(f"airlock exited with {proc.returncode}")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)

@@ -1,0 +1,100 @@
+"""The official Python MCP SDK as a client of airlock, on both faces, with
+the legacy handshake and with 2026-07-28, in front of the official npm
+servers (server-everything, server-filesystem) and the shipped demo."""
+
+import anyio
+import pytest
+
+import mcp.types as types
+from mcp import Client, StdioServerParameters
+
+from conftest import AIRLOCK, airlock_env
+
+FACES = ["stdio", "http"]
+MODES = ["legacy", "2026-07-28"]
+
+
+def target(face, hub_dir, http_url):
+    if face == "http":
+        return http_url
+    return StdioServerParameters(
+        command=str(AIRLOCK),
+        args=["serve", "--config", str(hub_dir["config"])],
+        env=airlock_env(hub_dir),
+    )
+
+
+def text_of(result) -> str:
+    return "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+@pytest.fixture
+def connect(hub_dir, request):
+    """connect(face, mode, **kwargs) -> Client for use in `async with`."""
+
+    def make(face, mode, **kwargs):
+        url = request.getfixturevalue("http_url") if face == "http" else None
+        return Client(target(face, hub_dir, url), mode=mode, **kwargs)
+
+    return make
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("face", FACES)
+def test_every_source_is_listed_and_callable(connect, face, mode):
+    async def run():
+        async with connect(face, mode) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ["demo__read_note", "everything__echo", "fs__read_text_file"]:
+                assert name in tools, sorted(tools)
+            assert tools["demo__read_note"].annotations.read_only_hint is True
+            result = await client.call_tool("everything__echo", {"message": "through airlock"})
+            assert "through airlock" in text_of(result)
+            result = await client.call_tool("demo__read_note", {"name": "welcome"})
+            assert "Reads flow" in text_of(result)
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("face", FACES)
+def test_filesystem_server_reads_through_airlock(connect, hub_dir, face, mode):
+    async def run():
+        async with connect(face, mode) as client:
+            path = str(hub_dir["files"] / "hello.txt")
+            result = await client.call_tool("fs__read_text_file", {"path": path})
+            assert "hello from the filesystem server" in text_of(result)
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("face", FACES)
+def test_elicitation_reaches_the_python_callback_and_back(connect, face, mode):
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
+
+    async def run():
+        async with connect(face, mode, elicitation_callback=on_elicit) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "everything__trigger-elicitation-request" in names, names
+            result = await client.call_tool("everything__trigger-elicitation-request", {})
+            assert not result.is_error, text_of(result)
+            assert "Ada Lovelace" in text_of(result), text_of(result)
+
+    anyio.run(run)
+    assert asked, "the elicitation callback was never called"
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_unknown_tool_is_an_error_naming_the_closest(connect, face):
+    async def run():
+        async with connect(face, "legacy") as client:
+            with pytest.raises(Exception) as err:
+                await client.call_tool("everything__echoo", {"message": "x"})
+            assert "everything__echo" in str(err.value)
+
+    anyio.run(run)
