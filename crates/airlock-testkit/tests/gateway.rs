@@ -383,3 +383,32 @@ async fn list_changed_propagates_and_the_new_tool_is_callable() {
     );
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn stdio_sources_see_only_a_minimal_environment() {
+    let scratch = Scratch::new();
+    let config = scratch.config(
+        r#"
+[sources.fixture]
+command = "{fixture}"
+env = { GIVEN_BY_CONFIG = "yes" }
+"#,
+    );
+    let cmd_env = ("AIRLOCK_TEST_PRIVATE", "must-not-leak");
+    let mut cmd = scratch.airlock(&["serve", "--config", &config.to_string_lossy()]);
+    cmd.env(cmd_env.0, cmd_env.1);
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let client = rmcp::ServiceExt::serve(Client::default(), transport)
+        .await
+        .unwrap();
+    let r = client
+        .call_tool(call("fixture__env", json!({})))
+        .await
+        .unwrap();
+    let names = first_text(&r);
+    assert!(names.split(',').any(|n| n == "GIVEN_BY_CONFIG"), "{names}");
+    assert!(names.split(',').any(|n| n == "PATH"), "{names}");
+    assert!(!names.contains("AIRLOCK_TEST_PRIVATE"), "{names}");
+    assert!(!names.contains("AIRLOCK_HOME"), "{names}");
+    client.cancel().await.unwrap();
+}

@@ -23,6 +23,37 @@ use crate::client::UpstreamClient;
 
 const STDERR_TAIL_LINES: usize = 20;
 
+/// Variables a stdio source inherits from airlock's environment: what
+/// programs need to find themselves and their files, nothing else.
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TMPDIR",
+    "TZ",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+    // Windows needs these to start most programs at all.
+    "SYSTEMROOT",
+    "SYSTEMDRIVE",
+    "WINDIR",
+    "COMSPEC",
+    "PATHEXT",
+    "APPDATA",
+    "LOCALAPPDATA",
+    "USERPROFILE",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+];
+
 pub(crate) struct Connection {
     pub(crate) peer: Peer<RoleClient>,
     cancel: Option<RunningServiceCancellationToken>,
@@ -112,7 +143,15 @@ pub(crate) async fn connect(
             cwd,
         } => {
             let mut cmd = Command::new(command);
-            cmd.args(args)
+            // A child sees a minimal environment plus what the config gives
+            // it, never the rest of airlock's (which may hold credentials).
+            cmd.env_clear()
+                .envs(
+                    INHERITED_ENV
+                        .iter()
+                        .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+                )
+                .args(args)
                 .envs(env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

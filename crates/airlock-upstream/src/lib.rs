@@ -16,4 +16,5 @@ mod connect;
 mod source;
 
 pub use client::{BoxFuture, Downstream};
+pub use connect::INHERITED_ENV;
 pub use source::{PendingCall, Snapshot, Source, SourceState, UpstreamError};

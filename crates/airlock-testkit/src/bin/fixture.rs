@@ -4,7 +4,7 @@
 //!
 //! It speaks raw JSON-RPC (no SDK) precisely so it can break the protocol.
 //! Tools: echo, slow, hang, crash, garbage, oversized, lie, elicit,
-//! progress, log, change. `FIXTURE_CRASH_ON_START=1` exits before the
+//! progress, log, change, env. `FIXTURE_CRASH_ON_START=1` exits before the
 //! handshake.
 
 use std::io::{BufRead, Write};
@@ -32,6 +32,7 @@ fn tools(extra: bool) -> Value {
         json!({"name": "progress", "description": "Report progress three times.", "inputSchema": obj(json!({}))}),
         json!({"name": "log", "description": "Send a log message.", "inputSchema": obj(json!({}))}),
         json!({"name": "change", "description": "Add a tool and announce it.", "inputSchema": obj(json!({}))}),
+        json!({"name": "env", "description": "List the names of the environment variables this process sees.", "inputSchema": obj(json!({}))}),
         json!({"name": "bad.name", "description": "A name airlock cannot expose.", "inputSchema": obj(json!({}))}),
     ];
     if extra {
@@ -161,6 +162,13 @@ fn main() {
                             }
                         }
                         send(&mut out, &text_result(&id, &format!("token seen: {token}")));
+                    }
+                    "env" => {
+                        let mut names: Vec<String> = std::env::vars_os()
+                            .map(|(k, _)| k.to_string_lossy().into_owned())
+                            .collect();
+                        names.sort();
+                        send(&mut out, &text_result(&id, &names.join(",")));
                     }
                     "log" => {
                         send(
