@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::lines::LineTransport;
 use crate::{Hub, Session};
@@ -10,9 +11,10 @@ use crate::{Hub, Session};
 /// Serves one client on this process's stdio until it disconnects or the
 /// hub shuts down.
 pub async fn serve(hub: Arc<Hub>) -> anyhow::Result<()> {
+    let (input, output) = stdio();
     let transport = LineTransport::new(
-        tokio::io::BufReader::new(tokio::io::stdin()),
-        tokio::io::stdout(),
+        tokio::io::BufReader::new(input),
+        output,
         hub.config.hub.max_message_bytes,
     );
     let running = Session::new(hub.clone())
@@ -20,4 +22,33 @@ pub async fn serve(hub: Arc<Hub>) -> anyhow::Result<()> {
         .await?;
     running.waiting().await?;
     Ok(())
+}
+
+type Input = Box<dyn AsyncRead + Send + Unpin>;
+type Output = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// stdin and stdout. When they are pipes (as when a client launches
+/// airlock), they are driven by the event loop directly; tokio's own
+/// stdin/stdout hand every read and write to a blocking thread, which costs
+/// a thread wake-up per message.
+fn stdio() -> (Input, Output) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+        let input = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .and_then(|fd| pipe::Receiver::from_file(std::fs::File::from(fd)).ok());
+        let output = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .and_then(|fd| pipe::Sender::from_file(std::fs::File::from(fd)).ok());
+        if let (Some(i), Some(o)) = (input, output) {
+            return (Box::new(i), Box::new(o));
+        }
+    }
+    (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
 }

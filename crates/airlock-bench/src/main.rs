@@ -1,0 +1,482 @@
+//! `airlock-bench`: one run that calls the same Rust echo upstream
+//! directly, through airlock, and through other proxies when they are
+//! installed, and prints a Markdown report with ratios against the direct
+//! baseline measured in the same run.
+//!
+//! Run it through `scripts/bench`, which builds in release mode and writes
+//! the report to `docs/benchmarks.md`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::process::{Child, Command};
+
+type Client = RunningService<RoleClient, ()>;
+
+struct Options {
+    calls: usize,
+    warmup: usize,
+    concurrent_calls: usize,
+    proxies_dir: Option<PathBuf>,
+}
+
+fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("bench executable");
+    exe.parent().expect("target dir").join(name)
+}
+
+fn echo_call(i: usize) -> CallToolRequestParams {
+    CallToolRequestParams::new("echo").with_arguments(
+        serde_json::json!({"text": format!("hello {i}")})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    )
+}
+
+fn exposed_echo_call(name: &str, i: usize) -> CallToolRequestParams {
+    let mut p = echo_call(i);
+    p.name = name.to_string().into();
+    p
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+async fn wait_port(port: u16) -> anyhow::Result<()> {
+    for _ in 0..600 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("nothing listens on port {port}")
+}
+
+/// Peak and current resident memory of a process, in MiB (Linux).
+fn rss_mib(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+    };
+    Some((field("VmHWM:")?, field("VmRSS:")?))
+}
+
+struct Row {
+    name: String,
+    p50_us: f64,
+    p99_us: f64,
+    throughput: Vec<f64>,
+    rss: Option<(f64, f64)>,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+async fn measure(
+    name: &str,
+    client: Arc<Client>,
+    tool: &str,
+    opts: &Options,
+    pid: Option<u32>,
+) -> anyhow::Result<Row> {
+    for i in 0..opts.warmup {
+        client.call_tool(exposed_echo_call(tool, i)).await?;
+    }
+    let mut lat = Vec::with_capacity(opts.calls);
+    for i in 0..opts.calls {
+        let t = Instant::now();
+        client.call_tool(exposed_echo_call(tool, i)).await?;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    let mut throughput = Vec::new();
+    for concurrency in [1usize, 16, 64] {
+        let per_task = (opts.concurrent_calls / concurrency).max(1);
+        let started = Instant::now();
+        let tasks = (0..concurrency).map(|_| {
+            let client = client.clone();
+            let tool = tool.to_string();
+            tokio::spawn(async move {
+                for i in 0..per_task {
+                    client.call_tool(exposed_echo_call(&tool, i)).await?;
+                }
+                anyhow::Ok(())
+            })
+        });
+        for r in futures::future::join_all(tasks).await {
+            r??;
+        }
+        throughput.push((per_task * concurrency) as f64 / started.elapsed().as_secs_f64());
+    }
+    Ok(Row {
+        name: name.to_string(),
+        p50_us: percentile(&lat, 0.5),
+        p99_us: percentile(&lat, 0.99),
+        throughput,
+        rss: pid.and_then(rss_mib),
+    })
+}
+
+async fn stdio_client(mut cmd: Command) -> anyhow::Result<(Client, Option<u32>)> {
+    cmd.stderr(Stdio::null());
+    let transport = TokioChildProcess::new(cmd)?;
+    let pid = transport.id();
+    let client = ().serve(transport).await?;
+    Ok((client, pid))
+}
+
+async fn http_client(url: &str) -> anyhow::Result<Client> {
+    Ok(
+        ().serve(StreamableHttpClientTransport::from_uri(url))
+            .await?,
+    )
+}
+
+fn write_config(dir: &Path, sources: usize) -> anyhow::Result<PathBuf> {
+    let mut text = String::from("[hub]\ncall_timeout = \"30s\"\n");
+    for i in 0..sources {
+        text.push_str(&format!(
+            "\n[sources.echo{i}]\ncommand = \"{}\"\n",
+            bin("bench-echo").display()
+        ));
+    }
+    let path = dir.join(format!("bench-{sources}.toml"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+fn airlock(home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("airlock"));
+    cmd.args(args)
+        .env("AIRLOCK_HOME", home)
+        .env("AIRLOCK_LOG", "error")
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    cmd
+}
+
+fn spawn(cmd: &mut Command) -> anyhow::Result<Child> {
+    Ok(cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?)
+}
+
+/// Median time to have every source started, handshaken and listed.
+async fn start_to_ready(dir: &Path, sources: usize, runs: usize) -> anyhow::Result<(f64, f64)> {
+    let config = write_config(dir, sources)?;
+    let mut direct = Vec::new();
+    let mut hub = Vec::new();
+    for run in 0..runs {
+        let t = Instant::now();
+        let clients = futures::future::try_join_all((0..sources).map(|_| async {
+            let (c, _) = stdio_client(Command::new(bin("bench-echo"))).await?;
+            c.list_all_tools().await?;
+            anyhow::Ok(c)
+        }))
+        .await?;
+        direct.push(t.elapsed().as_secs_f64() * 1e3);
+        for c in clients {
+            c.cancel().await?;
+        }
+
+        let home = dir.join(format!("ready-{run}"));
+        let t = Instant::now();
+        let (c, _) = stdio_client(airlock(
+            &home,
+            &["serve", "--config", &config.to_string_lossy()],
+        ))
+        .await?;
+        let tools = c.list_all_tools().await?;
+        hub.push(t.elapsed().as_secs_f64() * 1e3);
+        anyhow::ensure!(
+            tools.len() == sources,
+            "airlock listed {} tools, expected {sources}",
+            tools.len()
+        );
+        c.cancel().await?;
+    }
+    direct.sort_by(f64::total_cmp);
+    hub.sort_by(f64::total_cmp);
+    Ok((direct[runs / 2], hub[runs / 2]))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut opts = Options {
+        calls: 2000,
+        warmup: 200,
+        concurrent_calls: 4000,
+        proxies_dir: None,
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--calls" => opts.calls = args[i + 1].parse()?,
+            "--proxies" => opts.proxies_dir = Some(PathBuf::from(&args[i + 1])),
+            other => anyhow::bail!("unknown argument {other}; use --calls N, --proxies DIR"),
+        }
+        i += 2;
+    }
+    let dir = tempfile::tempdir()?;
+    let one = write_config(dir.path(), 1)?;
+    let mut rows = Vec::new();
+
+    eprintln!("stdio: direct");
+    let (c, _) = stdio_client(Command::new(bin("bench-echo"))).await?;
+    let c = Arc::new(c);
+    rows.push(
+        measure(
+            "stdio client → echo (direct)",
+            c.clone(),
+            "echo",
+            &opts,
+            None,
+        )
+        .await?,
+    );
+    drop(c);
+
+    eprintln!("stdio: through a naive rmcp proxy");
+    let mut naive = Command::new(bin("bench-naive-proxy"));
+    naive.arg(bin("bench-echo"));
+    let (c, pid) = stdio_client(naive).await?;
+    let c = Arc::new(c);
+    rows.push(
+        measure(
+            "stdio client → naive rmcp proxy → echo (stdio)",
+            c.clone(),
+            "echo",
+            &opts,
+            pid,
+        )
+        .await?,
+    );
+    drop(c);
+
+    eprintln!("stdio: through airlock");
+    let (c, pid) = stdio_client(airlock(
+        &dir.path().join("h1"),
+        &["serve", "--config", &one.to_string_lossy()],
+    ))
+    .await?;
+    let c = Arc::new(c);
+    rows.push(
+        measure(
+            "stdio client → airlock → echo (stdio)",
+            c.clone(),
+            "echo0__echo",
+            &opts,
+            pid,
+        )
+        .await?,
+    );
+    drop(c);
+
+    eprintln!("http: direct");
+    let port = free_port();
+    let _echo =
+        spawn(Command::new(bin("bench-echo")).args(["--http", &format!("127.0.0.1:{port}")]))?;
+    wait_port(port).await?;
+    let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
+    rows.push(
+        measure(
+            "HTTP client → echo (direct, HTTP)",
+            c.clone(),
+            "echo",
+            &opts,
+            None,
+        )
+        .await?,
+    );
+    drop(c);
+
+    eprintln!("http: through airlock");
+    let port = free_port();
+    let hub = spawn(&mut airlock(
+        &dir.path().join("h2"),
+        &[
+            "serve",
+            "--config",
+            &one.to_string_lossy(),
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ],
+    ))?;
+    wait_port(port).await?;
+    let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
+    rows.push(
+        measure(
+            "HTTP client → airlock → echo (stdio)",
+            c.clone(),
+            "echo0__echo",
+            &opts,
+            hub.id(),
+        )
+        .await?,
+    );
+    drop(c);
+
+    if let Some(proxies) = &opts.proxies_dir {
+        let bin_dir = proxies.join("node_modules").join(".bin");
+        let echo = bin("bench-echo").display().to_string();
+        let supergateway = bin_dir.join("supergateway");
+        if supergateway.exists() {
+            eprintln!("http: through supergateway");
+            let port = free_port();
+            let proc = spawn(Command::new(&supergateway).args([
+                "--stdio",
+                &echo,
+                "--outputTransport",
+                "streamableHttp",
+                "--stateful",
+                "--port",
+                &port.to_string(),
+                "--logLevel",
+                "none",
+            ]))?;
+            wait_port(port).await?;
+            let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
+            rows.push(
+                measure(
+                    "HTTP client → supergateway (npm) → echo (stdio)",
+                    c.clone(),
+                    "echo",
+                    &opts,
+                    proc.id(),
+                )
+                .await?,
+            );
+        }
+        let mcp_proxy = bin_dir.join("mcp-proxy");
+        if mcp_proxy.exists() {
+            eprintln!("http: through mcp-proxy");
+            let port = free_port();
+            let proc =
+                spawn(Command::new(&mcp_proxy).args(["--port", &port.to_string(), "--", &echo]))?;
+            wait_port(port).await?;
+            let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
+            rows.push(
+                measure(
+                    "HTTP client → mcp-proxy (npm) → echo (stdio)",
+                    c.clone(),
+                    "echo",
+                    &opts,
+                    proc.id(),
+                )
+                .await?,
+            );
+        }
+    }
+
+    eprintln!("start-to-ready with 10 sources");
+    let (ready_direct, ready_hub) = start_to_ready(dir.path(), 10, 5).await?;
+
+    report(&rows, &opts, ready_direct, ready_hub);
+    Ok(())
+}
+
+fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
+    let stdio_base = &rows[0];
+    let http_base = &rows[3];
+    println!("### Latency and throughput\n");
+    println!(
+        "{} sequential calls after {} warm-up calls; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session.\n",
+        opts.calls, opts.warmup, opts.concurrent_calls
+    );
+    println!(
+        "| path | p50 µs | p99 µs | p50 added vs direct | p50 ratio | calls/s ×1 | ×16 | ×64 | RSS peak MiB |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (i, r) in rows.iter().enumerate() {
+        let base = if i < 3 { stdio_base } else { http_base };
+        let added = r.p50_us - base.p50_us;
+        let rss = r
+            .rss
+            .map(|(peak, _)| format!("{peak:.1}"))
+            .unwrap_or_else(|| "—".into());
+        println!(
+            "| {} | {:.0} | {:.0} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {} |",
+            r.name,
+            r.p50_us,
+            r.p99_us,
+            if std::ptr::eq(r, base) {
+                "—".to_string()
+            } else {
+                format!("{added:+.0} µs")
+            },
+            r.p50_us / base.p50_us,
+            r.throughput[0],
+            r.throughput[1],
+            r.throughput[2],
+            rss
+        );
+    }
+    println!("\n### Start-to-ready, 10 stdio sources\n");
+    println!("Median of 5: time until every source is started, handshaken and its tools listed.\n");
+    println!("| path | ms |");
+    println!("| --- | ---: |");
+    println!("| 10 echo servers started and listed directly, in parallel | {ready_direct:.0} |");
+    println!(
+        "| airlock with the same 10 as sources, until its tools/list answers | {ready_hub:.0} |"
+    );
+    println!(
+        "| airlock's own share (difference) | {:.0} |",
+        ready_hub - ready_direct
+    );
+
+    let added = rows[2].p50_us - stdio_base.p50_us;
+    let naive_added = rows[1].p50_us - stdio_base.p50_us;
+    let rss = rows
+        .iter()
+        .filter(|r| r.name.contains("airlock"))
+        .filter_map(|r| r.rss.map(|(peak, _)| peak))
+        .fold(0.0, f64::max);
+    let verdict = |ok: bool, by: String| {
+        if ok {
+            "met".to_string()
+        } else {
+            format!("missed by {by}")
+        }
+    };
+    let overhead = ready_hub - ready_direct;
+    println!("\n### Targets\n");
+    println!("| target | measured | |");
+    println!("| --- | ---: | --- |");
+    println!(
+        "| added p50 per call over direct, stdio → stdio ≤ 60 µs | {added:.0} µs (naive rmcp proxy: {naive_added:.0} µs; airlock/naive {:.2}) | {} |",
+        added / naive_added,
+        verdict(added <= 60.0, format!("{:.0} µs", added - 60.0))
+    );
+    println!(
+        "| start-to-ready with 10 sources, beyond their own start ≤ 200 ms | {overhead:.0} ms | {} |",
+        verdict(overhead <= 200.0, format!("{:.0} ms", overhead - 200.0))
+    );
+    println!(
+        "| RSS ≤ 30 MB | {rss:.1} MiB peak | {} |",
+        verdict(rss <= 30.0, format!("{:.1} MiB", rss - 30.0))
+    );
+}
