@@ -132,7 +132,7 @@ async fn http_face_refuses_foreign_host_and_origin() {
 async fn non_loopback_bind_is_refused() {
     let scratch = Scratch::new();
     let config = scratch.config(DEMO);
-    let out = scratch
+    let run = scratch
         .airlock(&[
             "serve",
             "--config",
@@ -140,8 +140,10 @@ async fn non_loopback_bind_is_refused() {
             "--http",
             "0.0.0.0:0",
         ])
-        .output()
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(20), run)
         .await
+        .expect("airlock must refuse at once, not serve")
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -192,7 +194,19 @@ async fn client_json_config_runs_unchanged() {
 #[tokio::test]
 async fn children_do_not_outlive_airlock() {
     let scratch = Scratch::new();
-    let config = scratch.config(DEMO);
+    // This source ignores its stdin closing, so only airlock's own guard
+    // (the kernel's parent-death signal) can end it.
+    let config = scratch.config(
+        r#"
+[sources.demo]
+command = "{airlock}"
+args = ["demo-server"]
+
+[sources.lingering]
+command = "{fixture}"
+env = { FIXTURE_IGNORE_EOF = "1" }
+"#,
+    );
     let (mut hub, url) = start_http(&scratch, &config).await;
     // Once the HTTP face answers, the demo source has started.
     let c = client_info()

@@ -5,7 +5,7 @@
 //! It speaks raw JSON-RPC (no SDK) precisely so it can break the protocol.
 //! Tools: echo, slow, hang, crash, garbage, oversized, lie, elicit,
 //! progress, log, change, env. `FIXTURE_CRASH_ON_START=1` exits before the
-//! handshake.
+//! handshake; `FIXTURE_IGNORE_EOF=1` keeps running after stdin closes.
 
 use std::io::{BufRead, Write};
 use std::sync::mpsc;
@@ -60,6 +60,13 @@ fn main() {
                 && tx.send(v).is_err()
             {
                 break;
+            }
+        }
+        // A well-behaved server exits when its client goes away; with
+        // FIXTURE_IGNORE_EOF it lingers, as a badly behaved one would.
+        if std::env::var_os("FIXTURE_IGNORE_EOF").is_some() {
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
             }
         }
         std::process::exit(0);
