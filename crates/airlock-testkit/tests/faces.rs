@@ -129,6 +129,38 @@ async fn http_face_refuses_foreign_host_and_origin() {
 }
 
 #[tokio::test]
+async fn malformed_json_rpc_over_http_gets_a_json_rpc_error() {
+    let scratch = Scratch::new();
+    let config = scratch.config(DEMO);
+    let (_hub, url) = start_http(&scratch, &config).await;
+    let http = reqwest::Client::new();
+    let post = |body: &'static str| {
+        http.post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let r = post("{not json").await.unwrap();
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    let r = post(r#"{"jsonrpc": "2.0", "id": 4, "method": 17}"#)
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert_eq!(v["id"], 4);
+    // The hub is still up and answers a proper request.
+    let c = client_info()
+        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .await
+        .unwrap();
+    assert!(first_text(&c.call_tool(read_note()).await.unwrap()).contains("Reads flow"));
+}
+
+#[tokio::test]
 async fn non_loopback_bind_is_refused() {
     let scratch = Scratch::new();
     let config = scratch.config(DEMO);

@@ -73,10 +73,78 @@ impl HttpFace {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let router = axum::Router::new().nest_service("/mcp", service);
+        let limit = hub.config.hub.max_message_bytes;
+        let router = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn_with_state(limit, check_json_rpc));
         let shutdown = hub.shutdown.clone();
         axum::serve(self.listener, router)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
     }
+}
+
+/// Answers a POST body that is not JSON (`-32700`) or not a JSON-RPC
+/// message (`-32600`) with a JSON-RPC error, as JSON-RPC asks, instead of
+/// the SDK's plain-text 415; everything else passes through untouched.
+async fn check_json_rpc(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{Method, StatusCode};
+    use axum::response::IntoResponse;
+    use serde_json::{Value, json};
+
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let error = |status: StatusCode, id: Value, code: i64, message: String| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+        (status, axum::Json(body)).into_response()
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                -32600,
+                format!("the request exceeds the limit of {limit} bytes (hub.max_message_bytes)"),
+            );
+        }
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                Value::Null,
+                -32700,
+                format!("parse error: {e}"),
+            );
+        }
+        Ok(Value::Object(m)) => {
+            let id = m.get("id").cloned().unwrap_or(Value::Null);
+            let version_ok = m.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+            let kind_ok = m.get("method").is_some_and(Value::is_string)
+                || m.contains_key("result")
+                || m.contains_key("error");
+            if !version_ok || !kind_ok {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    id,
+                    -32600,
+                    "invalid request: a JSON-RPC 2.0 message needs \"jsonrpc\": \"2.0\" and a string \"method\" (or a result or error)".into(),
+                );
+            }
+        }
+        // Arrays and other shapes are the SDK's to judge.
+        Ok(_) => {}
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
