@@ -22,7 +22,24 @@ def _npm_bin(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def hub_dir(tmp_path_factory):
+def everything_http():
+    """server-everything serving Streamable HTTP, as an HTTP source."""
+    port = _free_port()
+    env = dict(os.environ, PORT=str(port))
+    proc = subprocess.Popen(
+        [_npm_bin("mcp-server-everything"), "streamableHttp"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait_port(port, proc)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def hub_dir(tmp_path_factory, everything_http):
     """Data directory, config and a folder server-filesystem may touch."""
     base = tmp_path_factory.mktemp("airlock")
     files = base / "files"
@@ -44,6 +61,9 @@ command = "{_npm_bin('mcp-server-everything')}"
 [sources.fs]
 command = "{_npm_bin('mcp-server-filesystem')}"
 args = ["{files}"]
+
+[sources.everything-http]
+url = "{everything_http}"
 """
     )
     return {"base": base, "config": config, "files": files, "home": base / "home"}
@@ -62,6 +82,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_port(port: int, proc: subprocess.Popen) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail(f"{proc.args[0]} exited with {proc.returncode}")
+            time.sleep(0.1)
+    pytest.fail(f"nothing listens on {port}")
+
+
 @pytest.fixture(scope="session")
 def http_url(hub_dir):
     """airlock serving Streamable HTTP for the whole session."""
@@ -70,15 +103,7 @@ def http_url(hub_dir):
         [str(AIRLOCK), "serve", "--config", str(hub_dir["config"]), "--http", f"127.0.0.1:{port}"],
         env=airlock_env(hub_dir),
     )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"airlock exited with {proc.returncode}")
-            time.sleep(0.1)
+    _wait_port(port, proc)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)

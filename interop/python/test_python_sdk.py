@@ -89,6 +89,23 @@ def test_elicitation_reaches_the_python_callback_and_back(connect, face, mode):
     assert asked, "the elicitation callback was never called"
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("face", FACES)
+def test_streamable_http_source_through_airlock(connect, face, mode):
+    """server-everything reached over Streamable HTTP as an upstream."""
+
+    async def run():
+        async with connect(face, mode) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert "everything-http__echo" in names, names
+            result = await client.call_tool("everything-http__echo", {"message": "over http"})
+            assert "over http" in text_of(result)
+            result = await client.call_tool("everything-http__get-sum", {"a": 2, "b": 40})
+            assert "42" in text_of(result)
+
+    anyio.run(run)
+
+
 @pytest.mark.parametrize("face", FACES)
 def test_unknown_tool_is_an_error_naming_the_closest(connect, face):
     async def run():
