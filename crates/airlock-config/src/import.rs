@@ -187,10 +187,12 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             }
         };
         sources.push(SourceConfig {
+            connection: name.clone(),
             name,
             transport,
             call_timeout: None,
             prefix: true,
+            trusted: false,
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));
@@ -199,6 +201,8 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             origin: Some(path.to_path_buf()),
             hub: HubSettings::default(),
             sources,
+            rules: Vec::new(),
+            managed_rules: Vec::new(),
         },
         renamed,
         skipped,

@@ -16,10 +16,15 @@ mod import;
 mod model;
 mod names;
 mod raw;
+mod rules;
+
+pub use rules::{compile_glob, compile_regex};
 
 pub use error::ConfigError;
 pub use import::{ImportOutput, import_json};
-pub use model::{Config, HubSettings, SourceConfig, Transport};
+pub use model::{
+    Action, ArgCondition, ArgTest, Config, HubSettings, Layer, RuleConfig, SourceConfig, Transport,
+};
 pub use names::{SOURCE_NAME_RULE, validate_source_name};
 
 use std::path::Path;
@@ -41,10 +46,21 @@ impl Format {
     }
 }
 
-/// Reads and validates a config file in either format.
+/// Reads and validates a config file in either format, and the managed
+/// policy file it names, if any.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
-    parse(path, &text, Format::of(path))
+    let mut config = parse(path, &text, Format::of(path))?;
+    if let Some(managed) = config.hub.managed_policy.clone() {
+        config.managed_rules = load_managed(&managed)?;
+    }
+    Ok(config)
+}
+
+/// Reads an administrator's managed policy file: `[[rules]]` only.
+pub fn load_managed(path: &Path) -> Result<Vec<RuleConfig>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
+    rules::parse_managed(path, &text)
 }
 
 /// Parses config text; `path` is used for messages and to resolve relative paths.

@@ -10,6 +10,84 @@ pub struct Config {
     pub hub: HubSettings,
     /// Sorted by name; names are unique ignoring case.
     pub sources: Vec<SourceConfig>,
+    /// The user's rules, in file order.
+    pub rules: Vec<RuleConfig>,
+    /// Rules from the administrator's managed file, if one is configured.
+    pub managed_rules: Vec<RuleConfig>,
+}
+
+/// Which file a rule came from; later layers win ties, and a deny from any
+/// layer cannot be loosened by another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Layer {
+    Builtin,
+    User,
+    Managed,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Builtin => "built-in",
+            Layer::User => "user",
+            Layer::Managed => "managed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        }
+    }
+}
+
+/// One `[[rules]]` entry, validated (globs and patterns compile).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleConfig {
+    pub layer: Layer,
+    /// Where it was written, `file:line`, for explanations.
+    pub origin: String,
+    pub action: Action,
+    /// Glob over source names.
+    pub source: Option<String>,
+    /// Glob over exposed tool names (`fs__write_file`).
+    pub tool: Option<String>,
+    /// Exact connection label.
+    pub connection: Option<String>,
+    /// `sha256:<hex>`: the rule applies only while the tool's contract has
+    /// this digest.
+    pub pin: Option<String>,
+    /// Every condition must hold for the rule to match.
+    pub when: Vec<ArgCondition>,
+}
+
+/// A condition on one argument, addressed by JSON pointer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArgCondition {
+    pub pointer: String,
+    pub test: ArgTest,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArgTest {
+    /// The value is a string matching this glob (`*` stays within one path
+    /// segment, `**` crosses them).
+    Glob(String),
+    /// The value equals this JSON value exactly (strict types).
+    Equals(serde_json::Value),
+    /// The value is a string matching this regular expression (anchored).
+    Regex(String),
 }
 
 /// Budgets and face settings that apply to the whole hub.
@@ -23,6 +101,8 @@ pub struct HubSettings {
     pub max_message_bytes: usize,
     /// Allows `serve --http` on a non-loopback address.
     pub allow_non_loopback: bool,
+    /// The administrator's managed policy file, if any.
+    pub managed_policy: Option<PathBuf>,
 }
 
 impl Default for HubSettings {
@@ -32,6 +112,7 @@ impl Default for HubSettings {
             connect_timeout: Duration::from_secs(30),
             max_message_bytes: 4 * 1024 * 1024,
             allow_non_loopback: false,
+            managed_policy: None,
         }
     }
 }
@@ -47,6 +128,12 @@ pub struct SourceConfig {
     /// `false` exposes names unchanged (no `<source>__`); a name that then
     /// collides with another source's is withheld from both.
     pub prefix: bool,
+    /// The user vouches for this source's annotations: with no rule, its
+    /// tools that declare themselves read-only and closed-world run unasked.
+    pub trusted: bool,
+    /// Which account or credentials this entry stands for (`work`,
+    /// `personal`); rules can be narrowed to it. Defaults to the name.
+    pub connection: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,8 +176,17 @@ impl Config {
                 },
                 call_timeout: None,
                 prefix: true,
+                trusted: false,
+                connection: "demo".into(),
             }],
+            rules: Vec::new(),
+            managed_rules: Vec::new(),
         }
+    }
+
+    /// Every rule, built-in and user and managed.
+    pub fn all_rules(&self) -> impl Iterator<Item = &RuleConfig> {
+        self.rules.iter().chain(&self.managed_rules)
     }
 
     pub fn source(&self, name: &str) -> Option<&SourceConfig> {

@@ -8,14 +8,16 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{ConfigError, closest};
-use crate::model::{Config, HubSettings, SourceConfig, Transport};
+use crate::model::{Config, HubSettings, Layer, SourceConfig, Transport};
 use crate::names::validate_source_name;
+use crate::rules::{CONDITION_KEYS, RULE_KEYS, RawRule};
 
 const HUB_KEYS: &[&str] = &[
     "call_timeout",
     "connect_timeout",
     "max_message_bytes",
     "allow_non_loopback",
+    "managed_policy",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",
@@ -26,8 +28,10 @@ const SOURCE_KEYS: &[&str] = &[
     "headers",
     "call_timeout",
     "prefix",
+    "trusted",
+    "connection",
 ];
-const TOP_KEYS: &[&str] = &["hub", "sources"];
+const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +39,8 @@ struct RawFile {
     hub: Option<RawHub>,
     #[serde(default)]
     sources: BTreeMap<Spanned<String>, Spanned<RawSource>>,
+    #[serde(default)]
+    rules: Vec<Spanned<RawRule>>,
 }
 
 #[derive(Deserialize)]
@@ -44,6 +50,7 @@ struct RawHub {
     connect_timeout: Option<Spanned<String>>,
     max_message_bytes: Option<Spanned<i64>>,
     allow_non_loopback: Option<bool>,
+    managed_policy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +67,8 @@ struct RawSource {
     headers: BTreeMap<String, String>,
     call_timeout: Option<Spanned<String>>,
     prefix: Option<bool>,
+    trusted: Option<bool>,
+    connection: Option<Spanned<String>>,
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -91,6 +100,8 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
         if let Some(b) = h.allow_non_loopback {
             hub.allow_non_loopback = b;
         }
+        let base = path.parent().unwrap_or(Path::new("."));
+        hub.managed_policy = h.managed_policy.map(|p| base.join(p));
     }
 
     let base = path.parent().unwrap_or(Path::new("."));
@@ -173,6 +184,18 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
             .call_timeout
             .map(|t| duration(path, text, &format!("{key}.call_timeout"), &t))
             .transpose()?;
+        let connection = match s.connection {
+            Some(c) if c.get_ref().is_empty() => {
+                return Err(err(
+                    c.span().start,
+                    format!("{key}.connection"),
+                    "`connection` is empty".into(),
+                    "name the account, e.g. connection = \"work\", or remove the key".into(),
+                ));
+            }
+            Some(c) => c.into_inner(),
+            None => name.get_ref().clone(),
+        };
         sources.push((
             name.span().start,
             SourceConfig {
@@ -180,14 +203,19 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                 transport,
                 call_timeout,
                 prefix: s.prefix.unwrap_or(true),
+                trusted: s.trusted.unwrap_or(false),
+                connection,
             },
         ));
     }
     check_unique(path, text, &sources)?;
+    let rules = crate::rules::validate(path, text, Layer::User, raw.rules)?;
     Ok(Config {
         origin: Some(path.to_path_buf()),
         hub,
         sources: sources.into_iter().map(|(_, s)| s).collect(),
+        rules,
+        managed_rules: Vec::new(),
     })
 }
 
@@ -296,7 +324,7 @@ fn check_unique(
     Ok(())
 }
 
-fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+pub(crate) fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
     let offset = e.span().map(|s| s.start);
     let message = e.message().trim().to_string();
     let header = offset
@@ -317,6 +345,10 @@ fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
             TOP_KEYS
         } else if header == "hub" {
             HUB_KEYS
+        } else if header == "rules.when" {
+            CONDITION_KEYS
+        } else if header == "rules" {
+            RULE_KEYS
         } else {
             SOURCE_KEYS
         };
