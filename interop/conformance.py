@@ -72,8 +72,16 @@ def main() -> None:
     config = work / "airlock.toml"
     config.write_text(
         f'[sources.conformance]\ncommand = "{BIN / "airlock-conformance-fixture"}"\nprefix = false\n'
+        '\n[[rules]]\naction = "allow"\nsource = "*"\n'
     )
     env = dict(os.environ, AIRLOCK_HOME=str(work / "home"), AIRLOCK_LOG="error")
+    # The suite checks protocol behaviour; a person reviews the tools first.
+    subprocess.run(
+        [str(BIN / "airlock"), "tools", "review", "--config", str(config), "--approve-all"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     hub = subprocess.Popen(
         [str(BIN / "airlock"), "serve", "--config", str(config), "--http", f"127.0.0.1:{hub_port}"],
         env=env,

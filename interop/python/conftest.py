@@ -64,9 +64,45 @@ args = ["{files}"]
 
 [sources.everything-http]
 url = "{everything_http}"
+
+# The interop suite checks that traffic passes; policy has its own tests.
+[[rules]]
+action = "allow"
+source = "*"
 """
     )
-    return {"base": base, "config": config, "files": files, "home": base / "home"}
+    dirs = {"base": base, "config": config, "files": files, "home": base / "home"}
+    review(dirs)
+    return dirs
+
+
+def review(dirs) -> None:
+    """What a person does once: pin every tool's contract."""
+    subprocess.run(
+        [str(AIRLOCK), "tools", "review", "--config", str(dirs["config"]), "--approve-all"],
+        env=airlock_env(dirs),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="session")
+def default_policy_dir(tmp_path_factory):
+    """server-filesystem behind airlock with no rules at all, reviewed."""
+    base = tmp_path_factory.mktemp("airlock-default")
+    files = base / "files"
+    files.mkdir()
+    config = base / "airlock.toml"
+    config.write_text(
+        f"""
+[sources.fs]
+command = "{_npm_bin('mcp-server-filesystem')}"
+args = ["{files}"]
+"""
+    )
+    dirs = {"base": base, "config": config, "files": files, "home": base / "home"}
+    review(dirs)
+    return dirs
 
 
 def airlock_env(hub_dir) -> dict:

@@ -115,3 +115,27 @@ def test_unknown_tool_is_an_error_naming_the_closest(connect, face):
             assert "everything__echo" in str(err.value)
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_default_policy_write_file_never_creates_its_file(default_policy_dir, mode):
+    """With no rules, a write asks; until a person approves, nothing is written."""
+    target_file = default_policy_dir["files"] / f"created-{mode}.txt"
+    params = StdioServerParameters(
+        command=str(AIRLOCK),
+        args=["serve", "--config", str(default_policy_dir["config"])],
+        env=airlock_env(default_policy_dir),
+    )
+
+    async def run():
+        async with Client(params, mode=mode) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "approval" in tools["fs__write_file"].description
+            result = await client.call_tool(
+                "fs__write_file", {"path": str(target_file), "content": "should not exist"}
+            )
+            assert result.is_error
+            assert text_of(result).startswith("airlock: approval required"), text_of(result)
+
+    anyio.run(run)
+    assert not target_file.exists(), "write_file reached the server"

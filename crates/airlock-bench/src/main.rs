@@ -154,7 +154,9 @@ async fn http_client(url: &str) -> anyhow::Result<Client> {
 }
 
 fn write_config(dir: &Path, sources: usize) -> anyhow::Result<PathBuf> {
-    let mut text = String::from("[hub]\ncall_timeout = \"30s\"\n");
+    let mut text = String::from(
+        "[hub]\ncall_timeout = \"30s\"\n\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n",
+    );
     for i in 0..sources {
         text.push_str(&format!(
             "\n[sources.echo{i}]\ncommand = \"{}\"\n",
@@ -163,6 +165,14 @@ fn write_config(dir: &Path, sources: usize) -> anyhow::Result<PathBuf> {
     }
     let path = dir.join(format!("bench-{sources}.toml"));
     std::fs::write(&path, text)?;
+    // A person's review, once, so calls run (policy is on the measured path).
+    let status = std::process::Command::new(bin("airlock"))
+        .args(["tools", "review", "--approve-all", "--config"])
+        .arg(&path)
+        .env("AIRLOCK_HOME", dir.join("home"))
+        .stdout(Stdio::null())
+        .status()?;
+    anyhow::ensure!(status.success(), "airlock tools review failed");
     Ok(path)
 }
 
@@ -189,7 +199,7 @@ async fn start_to_ready(dir: &Path, sources: usize, runs: usize) -> anyhow::Resu
     let config = write_config(dir, sources)?;
     let mut direct = Vec::new();
     let mut hub = Vec::new();
-    for run in 0..runs {
+    for _ in 0..runs {
         let t = Instant::now();
         let clients = futures::future::try_join_all((0..sources).map(|_| async {
             let (c, _) = stdio_client(Command::new(bin("bench-echo"))).await?;
@@ -202,7 +212,7 @@ async fn start_to_ready(dir: &Path, sources: usize, runs: usize) -> anyhow::Resu
             c.cancel().await?;
         }
 
-        let home = dir.join(format!("ready-{run}"));
+        let home = dir.join("home");
         let t = Instant::now();
         let (c, _) = stdio_client(airlock(
             &home,
@@ -279,7 +289,7 @@ async fn main() -> anyhow::Result<()> {
 
     eprintln!("stdio: through airlock");
     let (c, pid) = stdio_client(airlock(
-        &dir.path().join("h1"),
+        &dir.path().join("home"),
         &["serve", "--config", &one.to_string_lossy()],
     ))
     .await?;
@@ -317,7 +327,7 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("http: through airlock");
     let port = free_port();
     let hub = spawn(&mut airlock(
-        &dir.path().join("h2"),
+        &dir.path().join("home"),
         &[
             "serve",
             "--config",

@@ -1,11 +1,14 @@
 //! `airlock`: the command a person runs. Thin glue over the library crates;
 //! each subcommand lives in its own module.
 
+mod audit;
 mod doctor;
 mod home;
 mod import;
+mod policy;
 mod serve;
 mod status;
+mod tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -58,9 +61,71 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Review new and changed tools, and pin the contracts a person approves.
+    Tools {
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
+    /// Check the policy, or explain the decision for one tool.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Read, filter and export the audit log, or verify its chain.
+    Audit {
+        #[command(subcommand)]
+        command: Option<AuditCommand>,
+        #[command(flatten)]
+        filter: audit::FilterArgs,
+    },
     /// Run the demo MCP server on stdio (used by the built-in config).
     #[command(hide = true)]
     DemoServer,
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Show every new or changed tool with what changed and any signs of
+    /// tool poisoning, and pin the ones you approve. Starts the sources to
+    /// see their current definitions.
+    Review {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Approve every new or changed tool without asking.
+        #[arg(long, conflicts_with_all = ["approve", "list"])]
+        approve_all: bool,
+        /// Approve these tools (exposed names) without asking.
+        #[arg(long, num_args = 1.., conflicts_with = "list")]
+        approve: Vec<String>,
+        /// Only show what needs review; change nothing.
+        #[arg(long)]
+        list: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate the config and managed policy without serving.
+    Check {
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Print the decision for TOOL and the exact chain that produced it.
+    Explain {
+        /// The exposed tool name, e.g. fs__write_file.
+        tool: String,
+        /// The call's arguments as JSON.
+        #[arg(long)]
+        args: Option<String>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check the hash chain and name the first broken record.
+    Verify,
 }
 
 fn main() -> ExitCode {
@@ -70,6 +135,29 @@ fn main() -> ExitCode {
         Command::Import { file, out } => import::run(&file, out.as_deref()),
         Command::Status { calls } => status::run(calls),
         Command::Doctor { config } => doctor::run(config),
+        Command::Tools {
+            command:
+                ToolsCommand::Review {
+                    config,
+                    approve_all,
+                    approve,
+                    list,
+                },
+        } => tools::review(config, tools::Mode::from_flags(approve_all, approve, list)),
+        Command::Policy {
+            command: PolicyCommand::Check { config },
+        } => policy::check(config),
+        Command::Policy {
+            command: PolicyCommand::Explain { tool, args, config },
+        } => policy::explain(config, &tool, args.as_deref()),
+        Command::Audit {
+            command: Some(AuditCommand::Verify),
+            ..
+        } => audit::verify(),
+        Command::Audit {
+            command: None,
+            filter,
+        } => audit::show(&filter),
         Command::DemoServer => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

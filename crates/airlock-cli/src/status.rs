@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use airlock_store::{SqliteStore, Store, now_ms};
+use airlock_store::{AuditFilter, AuditKind, SqliteStore, Store, now_ms};
 
 use crate::home;
 
@@ -32,23 +32,22 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let recent = store.recent_calls(calls)?;
+    let recent = store.audit(&AuditFilter::default(), calls)?;
     if !recent.is_empty() {
-        println!("\nRecent calls (newest first):");
-        for c in recent {
-            let age = (now - c.started_at_ms).max(0) / 1000;
-            let detail = if c.detail.is_empty() {
-                String::new()
-            } else {
-                format!("  {}", c.detail)
+        println!("\nRecent audit records (newest first; `airlock audit` for more):");
+        for a in recent {
+            let r = &a.record;
+            let age = (now - r.at_ms).max(0) / 1000;
+            let what = match r.kind {
+                AuditKind::Decision => format!("{:<10} {}", r.decision, r.reason),
+                AuditKind::Outcome => format!(
+                    "{:<10} {:.1} ms {}",
+                    r.outcome,
+                    r.duration_us as f64 / 1000.0,
+                    r.detail
+                ),
             };
-            println!(
-                "  {:>5}s ago  {:<32} {:<10} {:>8.1} ms{detail}",
-                age,
-                c.tool,
-                c.outcome.as_str(),
-                c.duration_us as f64 / 1000.0
-            );
+            println!("  {age:>5}s ago  {:<32} {what}", r.tool);
         }
     }
     Ok(if unhealthy {

@@ -19,6 +19,13 @@ pub struct Route {
     pub upstream_name: String,
 }
 
+/// A tool as its source defined it, and the digest a review pins.
+#[derive(Debug, Clone)]
+pub struct ToolContract {
+    pub definition: serde_json::Value,
+    pub digest: String,
+}
+
 /// An item a source offered that airlock does not expose, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Withheld {
@@ -39,8 +46,8 @@ pub struct Catalog {
     resource_routes: HashMap<String, Option<usize>>,
     /// (literal prefix of a URI template, source index).
     template_prefixes: Vec<(String, usize)>,
-    /// The upstream tool definition, by exposed name, as the source sent it.
-    upstream_tools: HashMap<String, Tool>,
+    /// The upstream tool's definition and contract digest, by exposed name.
+    contracts: HashMap<String, ToolContract>,
     pub withheld: Vec<Withheld>,
 }
 
@@ -92,7 +99,7 @@ impl Catalog {
             self.prompts.retain(|p| p.name != name);
             self.tool_routes.remove(&name);
             self.prompt_routes.remove(&name);
-            self.upstream_tools.remove(&name);
+            self.contracts.remove(&name);
             for (me, other) in [(a, b), (b, a)] {
                 self.withhold(
                     sources[me].name(),
@@ -113,7 +120,10 @@ impl Catalog {
                     let mut t = tool.clone();
                     t.name = exposed.clone().into();
                     self.tools.push(t);
-                    self.upstream_tools.insert(exposed.clone(), tool.clone());
+                    let definition = serde_json::to_value(tool).unwrap_or_default();
+                    let digest = airlock_policy::contract::digest(&definition);
+                    self.contracts
+                        .insert(exposed.clone(), ToolContract { definition, digest });
                     self.tool_routes.insert(
                         exposed,
                         Route {
@@ -183,8 +193,8 @@ impl Catalog {
         self.tool_routes.get(exposed)
     }
 
-    pub fn upstream_tool(&self, exposed: &str) -> Option<&Tool> {
-        self.upstream_tools.get(exposed)
+    pub fn contract(&self, exposed: &str) -> Option<&ToolContract> {
+        self.contracts.get(exposed)
     }
 
     pub fn prompt(&self, exposed: &str) -> Option<&Route> {

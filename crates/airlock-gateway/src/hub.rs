@@ -6,9 +6,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use airlock_config::Config;
+use airlock_config::{Action, Config};
+use airlock_policy::Policy;
 use airlock_store::{CatalogKind, SourceStatus, Store, now_ms};
 use airlock_upstream::{Downstream, Source, SourceState};
 use rmcp::ErrorData;
@@ -45,6 +46,8 @@ struct InFlight {
 
 pub struct Hub {
     pub config: Config,
+    policy: RwLock<Arc<Policy>>,
+    reviewed: Mutex<ReviewedCache>,
     pub sources: Vec<Arc<Source>>,
     pub store: Arc<dyn Store>,
     catalog: RwLock<Arc<Catalog>>,
@@ -54,6 +57,21 @@ pub struct Hub {
     next_id: AtomicU64,
     pub shutdown: CancellationToken,
 }
+
+/// The digests a person approved, reloaded when the CLI pins another.
+#[derive(Default)]
+struct ReviewedCache {
+    checked: Option<Instant>,
+    generation: i64,
+    digests: Arc<HashMap<(String, String), String>>,
+}
+
+/// How often a call may look for new reviews.
+const REVIEW_CHECK: Duration = Duration::from_millis(500);
+
+/// Appended to a tool's description when calls to it ask, so a model knows
+/// a decline is the user's choice and not a failure to retry.
+pub const ASK_NOTE: &str = "[airlock] Calls to this tool pause for the user's approval and may be declined; a declined call is the user's decision, not an error to retry.";
 
 /// The sources' way back into the hub. Holds a weak reference so the
 /// sources (owned by the hub) do not keep it alive.
@@ -80,6 +98,8 @@ impl Hub {
                 })
                 .collect();
             Hub {
+                policy: RwLock::new(Arc::new(Policy::new(&config))),
+                reviewed: Mutex::new(ReviewedCache::default()),
                 config,
                 sources,
                 store,
@@ -118,6 +138,73 @@ impl Hub {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Approved contract digests by (source, upstream tool). Checks the
+    /// store for new reviews at most every REVIEW_CHECK; if the store
+    /// cannot be read, keeps what it had (an unreadable review is no review).
+    pub fn reviewed_contracts(&self) -> Arc<HashMap<(String, String), String>> {
+        let mut cache = self.reviewed.lock().unwrap_or_else(|p| p.into_inner());
+        let due = cache.checked.is_none_or(|t| t.elapsed() >= REVIEW_CHECK);
+        if due {
+            cache.checked = Some(Instant::now());
+            match self.store.contracts_generation() {
+                Ok(g) if g != cache.generation || cache.digests.is_empty() => {
+                    match self.store.reviewed_contracts() {
+                        Ok(d) => {
+                            cache.digests = Arc::new(d);
+                            cache.generation = g;
+                        }
+                        Err(e) => tracing::error!(error = %e, "cannot read reviewed contracts"),
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "cannot read reviewed contracts"),
+            }
+        }
+        cache.digests.clone()
+    }
+
+    /// The tools a client may see: denied ones removed, and a note on
+    /// those whose calls ask.
+    pub fn visible_tools(&self) -> Vec<rmcp::model::Tool> {
+        let catalog = self.catalog();
+        let mut out = Vec::with_capacity(catalog.tools.len());
+        for tool in &catalog.tools {
+            let Some(route) = catalog.tool(&tool.name) else {
+                continue;
+            };
+            let d = crate::pipeline::decide::evaluate(
+                self,
+                &catalog,
+                &tool.name,
+                route.source,
+                &route.upstream_name,
+                None,
+            );
+            match d.action {
+                Action::Deny => continue,
+                Action::Ask => {
+                    let mut t = tool.clone();
+                    let description = t.description.take().unwrap_or_default();
+                    t.description = Some(if description.is_empty() {
+                        ASK_NOTE.into()
+                    } else {
+                        format!("{description}\n\n{ASK_NOTE}").into()
+                    });
+                    out.push(t);
+                }
+                Action::Allow => out.push(tool.clone()),
+            }
+        }
+        out
     }
 
     pub fn call_timeout(&self, source: usize) -> Duration {

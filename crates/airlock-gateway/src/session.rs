@@ -129,9 +129,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.remember(&context);
-        Ok(ListToolsResult::with_all_items(
-            self.hub.catalog().tools.clone(),
-        ))
+        Ok(ListToolsResult::with_all_items(self.hub.visible_tools()))
     }
 
     async fn call_tool(
@@ -144,6 +142,7 @@ impl ServerHandler for Session {
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         let call = ToolCall {
+            id: self.hub.new_id(),
             progress: context.meta.get_progress_token(),
             capabilities: context.client_capabilities(),
             modern,

@@ -2,7 +2,8 @@
 //!
 //! Everything the hub must remember across restarts goes through the
 //! [`Store`] trait: the catalog of what each source offered when last seen,
-//! each source's last known status, and the call log. The embedded backend is
+//! each source's last known status, the contracts a person reviewed, and
+//! the hash-chained audit log of every decision and outcome. The embedded backend is
 //! SQLite ([`SqliteStore`]) in the user's data directory; a hosted backend
 //! (PostgreSQL with row-level security) implements the same trait.
 //!
@@ -92,47 +93,86 @@ pub struct SourceStatus {
     pub updated_at_ms: i64,
 }
 
-/// How one call ended.
+/// What an audit record is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CallOutcome {
-    /// The upstream answered with a result (which may itself be `isError`).
-    Ok,
-    /// The upstream answered with a tool error result.
-    ToolError,
-    /// The call never produced an answer: timeout, upstream gone, refused.
-    Failed,
+pub enum AuditKind {
+    /// Policy decided a call: allow, ask or deny.
+    Decision,
+    /// A call that ran ended: ok, tool_error or failed.
+    Outcome,
 }
 
-impl CallOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallOutcome::Ok => "ok",
-            CallOutcome::ToolError => "tool_error",
-            CallOutcome::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> Self {
-        match s {
-            "ok" => CallOutcome::Ok,
-            "tool_error" => CallOutcome::ToolError,
-            _ => CallOutcome::Failed,
-        }
-    }
-}
-
-/// One entry of the call log.
+/// One record of the audit log. Records are appended in order and chained:
+/// each one's `hash` covers its content and the previous record's hash, so
+/// an edited, reordered or deleted record breaks the chain from there on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CallRecord {
-    pub started_at_ms: i64,
-    pub duration_us: i64,
-    /// Exposed name the client used.
-    pub tool: String,
+pub struct AuditRecord {
+    pub at_ms: i64,
+    pub kind: AuditKind,
+    /// Ties a decision to its outcome.
+    pub call_id: String,
     pub source: String,
-    pub outcome: CallOutcome,
-    /// Error text for `failed` calls; empty otherwise.
+    pub connection: String,
+    /// The exposed tool name.
+    pub tool: String,
+    /// `allow`, `ask` or `deny` for decisions; empty for outcomes.
+    pub decision: String,
+    /// Which evaluation step decided (`deny`, `contract`, `rule`, `default`).
+    pub step: String,
+    /// The rule's layer and `file:line`, when a rule decided.
+    pub layer: String,
+    pub rule: String,
+    pub reason: String,
+    /// `sha256:` of the canonical arguments, and a size-capped copy.
+    pub args_digest: String,
+    pub args_excerpt: String,
+    /// `ok`, `tool_error`, `failed` for outcomes; empty for decisions.
+    pub outcome: String,
+    pub duration_us: i64,
     pub detail: String,
+}
+
+/// An audit record as stored: with its position and chain hashes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredAudit {
+    pub seq: i64,
+    #[serde(flatten)]
+    pub record: AuditRecord,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// What `verify_audit` found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditCheck {
+    /// Every record checks out; `head` is the last hash (keep it elsewhere
+    /// to detect a truncated tail later).
+    Intact { records: u64, head: String },
+    /// The first record that does not check out, and why.
+    Broken { seq: i64, why: String },
+}
+
+/// A person's approval of one tool's contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PinnedContract {
+    pub source: String,
+    /// The upstream tool name.
+    pub tool: String,
+    pub digest: String,
+    /// The definition as reviewed, to show what changed next time.
+    pub definition: serde_json::Value,
+    pub reviewed_at_ms: i64,
+    pub reviewer: String,
+}
+
+/// Filters for reading the audit log; empty fields match everything.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub tool: Option<String>,
+    pub source: Option<String>,
+    pub decision: Option<String>,
+    pub since_ms: Option<i64>,
 }
 
 /// The durable state of one hub (or, hosted, of one tenant).
@@ -151,13 +191,30 @@ pub trait Store: Send + Sync + 'static {
     fn set_source_status(&self, status: &SourceStatus) -> Result<()>;
     fn source_statuses(&self) -> Result<Vec<SourceStatus>>;
 
-    /// Appends to the call log. May return before the row is on disk; see
-    /// [`Store::flush`].
-    fn record_call(&self, record: CallRecord) -> Result<()>;
+    /// Appends to the audit log. May return before the record is on disk
+    /// (see [`Store::flush`]); records keep the order of the calls.
+    fn record_audit(&self, record: AuditRecord) -> Result<()>;
     /// Blocks until every record accepted so far is durable.
     fn flush(&self) -> Result<()>;
-    /// Newest first.
-    fn recent_calls(&self, limit: usize) -> Result<Vec<CallRecord>>;
+    /// Newest first, at most `limit`.
+    fn audit(&self, filter: &AuditFilter, limit: usize) -> Result<Vec<StoredAudit>>;
+
+    /// Digests a person approved, by (source, upstream tool name).
+    fn reviewed_contracts(&self) -> Result<std::collections::HashMap<(String, String), String>>;
+    /// The contract a person approved for one tool, with its definition.
+    fn pinned_contract(&self, source: &str, tool: &str) -> Result<Option<PinnedContract>>;
+    /// A number that changes whenever a contract is pinned, so a cache of
+    /// [`Store::reviewed_contracts`] can tell when to reload.
+    fn contracts_generation(&self) -> Result<i64>;
+    /// Checks the whole audit chain.
+    fn verify_audit(&self) -> Result<AuditCheck>;
+}
+
+/// Recording a person's review. Kept apart from [`Store`] so that code
+/// holding only a `Store` (everything an MCP client can reach) has no way
+/// to pin a contract; only the CLI's review command uses this.
+pub trait Reviews {
+    fn pin_contract(&self, contract: &PinnedContract) -> Result<()>;
 }
 
 /// Unix time in milliseconds.

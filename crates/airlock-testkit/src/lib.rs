@@ -65,6 +65,38 @@ impl Scratch {
         path
     }
 
+    /// Writes the config with a rule allowing every source appended, and
+    /// has a person's review pin every tool's contract (what a user does
+    /// once with `airlock tools review`), so calls run.
+    pub async fn reviewed_config(&self, body: &str) -> PathBuf {
+        let config = self.config(&format!(
+            "{body}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
+        ));
+        self.review(&config).await;
+        config
+    }
+
+    /// `airlock tools review --approve-all` for `config`.
+    pub async fn review(&self, config: &Path) {
+        let out = self
+            .airlock(&[
+                "tools",
+                "review",
+                "--config",
+                &config.to_string_lossy(),
+                "--approve-all",
+            ])
+            .output()
+            .await
+            .expect("run airlock tools review");
+        assert!(
+            out.status.success(),
+            "review failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// `airlock serve --config <config>` as a command, with this data dir.
     pub fn airlock(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("airlock"));

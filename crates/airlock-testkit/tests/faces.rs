@@ -51,7 +51,7 @@ async fn start_http(
 #[tokio::test]
 async fn http_face_serves_legacy_and_2026_clients() {
     let scratch = Scratch::new();
-    let config = scratch.config(DEMO);
+    let config = scratch.reviewed_config(DEMO).await;
     let (_hub, url) = start_http(&scratch, &config).await;
 
     let legacy = client_info()
@@ -81,7 +81,7 @@ async fn http_face_serves_legacy_and_2026_clients() {
 #[tokio::test]
 async fn stdio_face_serves_a_2026_client() {
     let scratch = Scratch::new();
-    let config = scratch.config(DEMO);
+    let config = scratch.reviewed_config(DEMO).await;
     let cmd = scratch.airlock(&["serve", "--config", &config.to_string_lossy()]);
     let modern = client_info()
         .serve_with_lifecycle(
@@ -100,7 +100,7 @@ async fn stdio_face_serves_a_2026_client() {
 #[tokio::test]
 async fn http_face_refuses_foreign_host_and_origin() {
     let scratch = Scratch::new();
-    let config = scratch.config(DEMO);
+    let config = scratch.reviewed_config(DEMO).await;
     let (_hub, url) = start_http(&scratch, &config).await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}
@@ -131,7 +131,7 @@ async fn http_face_refuses_foreign_host_and_origin() {
 #[tokio::test]
 async fn malformed_json_rpc_over_http_gets_a_json_rpc_error() {
     let scratch = Scratch::new();
-    let config = scratch.config(DEMO);
+    let config = scratch.reviewed_config(DEMO).await;
     let (_hub, url) = start_http(&scratch, &config).await;
     let http = reqwest::Client::new();
     let post = |body: &'static str| {
@@ -163,7 +163,7 @@ async fn malformed_json_rpc_over_http_gets_a_json_rpc_error() {
 #[tokio::test]
 async fn non_loopback_bind_is_refused() {
     let scratch = Scratch::new();
-    let config = scratch.config(DEMO);
+    let config = scratch.reviewed_config(DEMO).await;
     let run = scratch
         .airlock(&[
             "serve",
@@ -205,9 +205,21 @@ async fn client_json_config_runs_unchanged() {
     let json_path = scratch.dir.path().join("claude_desktop_config.json");
     let body = json!({"mcpServers": {"demo": {"command": airlock_testkit::bin("airlock"), "args": ["demo-server"]}}});
     std::fs::write(&json_path, body.to_string()).unwrap();
+    scratch.review(&json_path).await;
     let client = scratch.stdio_client(&json_path, client_info()).await;
+    // The client's file runs as it is; with no rules in it, calls ask.
+    let tools = client.list_all_tools().await.unwrap();
+    let read = tools.iter().find(|t| t.name == "demo__read_note").unwrap();
+    assert!(
+        read.description.as_deref().unwrap().contains("approval"),
+        "{read:?}"
+    );
     let r = client.call_tool(read_note()).await.unwrap();
-    assert!(first_text(&r).contains("Reads flow"));
+    assert!(
+        first_text(&r).starts_with("airlock: approval required"),
+        "{}",
+        first_text(&r)
+    );
     client.cancel().await.unwrap();
 
     let out = scratch
@@ -228,8 +240,9 @@ async fn children_do_not_outlive_airlock() {
     let scratch = Scratch::new();
     // This source ignores its stdin closing, so only airlock's own guard
     // (the kernel's parent-death signal) can end it.
-    let config = scratch.config(
-        r#"
+    let config = scratch
+        .reviewed_config(
+            r#"
 [sources.demo]
 command = "{airlock}"
 args = ["demo-server"]
@@ -238,7 +251,8 @@ args = ["demo-server"]
 command = "{fixture}"
 env = { FIXTURE_IGNORE_EOF = "1" }
 "#,
-    );
+        )
+        .await;
     let (mut hub, url) = start_http(&scratch, &config).await;
     // Once the HTTP face answers, the demo source has started.
     let c = client_info()
@@ -309,12 +323,14 @@ fn is_zombie(pid: u32) -> bool {
 async fn input_required_round_trip_for_a_2026_client() {
     use rmcp::model::{CallToolResponse, InputResponses};
     let scratch = Scratch::new();
-    let config = scratch.config(
-        r#"
+    let config = scratch
+        .reviewed_config(
+            r#"
 [sources.fixture]
 command = "{fixture}"
 "#,
-    );
+        )
+        .await;
     let (_hub, url) = start_http(&scratch, &config).await;
     let caps: ClientCapabilities =
         serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();

@@ -74,7 +74,7 @@ fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
 #[tokio::test]
 async fn every_source_is_listed_under_its_prefix() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
@@ -110,7 +110,7 @@ async fn every_source_is_listed_under_its_prefix() {
 #[tokio::test]
 async fn calls_reach_the_right_source_and_are_logged() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let r = client
         .call_tool(call("demo__read_note", json!({"name": "welcome"})))
@@ -134,7 +134,7 @@ async fn calls_reach_the_right_source_and_are_logged() {
 #[tokio::test]
 async fn unknown_tool_error_names_the_closest_matches() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let err = client
         .call_tool(call("demo__reed_note", json!({})))
@@ -155,7 +155,7 @@ async fn unknown_tool_error_names_the_closest_matches() {
 #[tokio::test]
 async fn hung_upstream_ends_within_its_timeout_and_others_carry_on() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let hang = client.call_tool(call("fixture__hang", json!({})));
     let read = client.call_tool(call("demo__list_notes", json!({})));
@@ -182,7 +182,7 @@ async fn hung_upstream_ends_within_its_timeout_and_others_carry_on() {
 #[tokio::test]
 async fn upstream_that_dies_mid_call_gives_a_clear_error_and_comes_back() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let r = client
         .call_tool(call("fixture__crash", json!({})))
@@ -214,7 +214,7 @@ async fn upstream_that_dies_mid_call_gives_a_clear_error_and_comes_back() {
 #[tokio::test]
 async fn garbage_oversized_and_lying_answers_end_the_call_with_an_error() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     for (tool, args) in [
         ("fixture__garbage", json!({})),
@@ -238,8 +238,9 @@ async fn garbage_oversized_and_lying_answers_end_the_call_with_an_error() {
 #[tokio::test]
 async fn a_failing_source_does_not_block_the_others() {
     let scratch = Scratch::new();
-    let config = scratch.config(
-        r#"
+    let config = scratch
+        .reviewed_config(
+            r#"
 [sources.demo]
 command = "{airlock}"
 args = ["demo-server"]
@@ -251,7 +252,8 @@ env = { FIXTURE_CRASH_ON_START = "1" }
 [sources.missing]
 command = "/nonexistent/airlock-test-program"
 "#,
-    );
+        )
+        .await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let r = client
         .call_tool(call("demo__list_notes", json!({})))
@@ -277,7 +279,7 @@ command = "/nonexistent/airlock-test-program"
 #[tokio::test]
 async fn elicitation_reaches_the_client_and_the_answer_goes_back() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let handler = Client {
         elicitation: true,
         ..Client::default()
@@ -296,7 +298,7 @@ async fn elicitation_reaches_the_client_and_the_answer_goes_back() {
 #[tokio::test]
 async fn elicitation_to_a_client_without_the_capability_is_refused() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let client = scratch.stdio_client(&config, Client::default()).await;
     let r = client
         .call_tool(call("fixture__elicit", json!({})))
@@ -310,7 +312,7 @@ async fn elicitation_to_a_client_without_the_capability_is_refused() {
 #[tokio::test]
 async fn progress_reaches_the_client_under_its_own_token() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let mut raw = RawStdio::start(&scratch, &config);
     raw.handshake("2025-06-18").await;
     raw.send(
@@ -336,7 +338,7 @@ async fn progress_reaches_the_client_under_its_own_token() {
 #[tokio::test]
 async fn malformed_json_rpc_gets_an_error_and_the_hub_stays_up() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let mut raw = RawStdio::start(&scratch, &config);
     raw.handshake("2025-06-18").await;
     raw.send_line("{not json").await;
@@ -359,7 +361,7 @@ async fn malformed_json_rpc_gets_an_error_and_the_hub_stays_up() {
 #[tokio::test]
 async fn list_changed_propagates_and_the_new_tool_is_callable() {
     let scratch = Scratch::new();
-    let config = scratch.config(TWO_SOURCES);
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
     let handler = Client::default();
     let changes = handler.tool_list_changes.clone();
     let client = scratch.stdio_client(&config, handler).await;
@@ -387,13 +389,15 @@ async fn list_changed_propagates_and_the_new_tool_is_callable() {
 #[tokio::test]
 async fn stdio_sources_see_only_a_minimal_environment() {
     let scratch = Scratch::new();
-    let config = scratch.config(
-        r#"
+    let config = scratch
+        .reviewed_config(
+            r#"
 [sources.fixture]
 command = "{fixture}"
 env = { GIVEN_BY_CONFIG = "yes" }
 "#,
-    );
+        )
+        .await;
     let cmd_env = ("AIRLOCK_TEST_PRIVATE", "must-not-leak");
     let mut cmd = scratch.airlock(&["serve", "--config", &config.to_string_lossy()]);
     cmd.env(cmd_env.0, cmd_env.1);

@@ -228,11 +228,15 @@ impl Source {
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
         *self.peer.write().unwrap_or_else(|p| p.into_inner()) = Some(peer.clone());
+        // Held while listing, so a list_changed that arrives meanwhile
+        // re-lists after this, never before it with a stale view.
+        let listing = self.refresh_lock.lock().await;
         let listed =
             tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await;
         match listed {
             Ok(Ok(snapshot)) => {
                 *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
+                drop(listing);
                 // The catalog first, so whoever waits for `Ready` sees the tools.
                 self.downstream.catalog_changed(&self.name);
                 self.set_state(SourceState::Ready);
@@ -268,7 +272,12 @@ impl Source {
     pub(crate) async fn refresh_after_change(self: Arc<Self>) {
         let _one_at_a_time = self.refresh_lock.lock().await;
         let Ok(peer) = self.peer() else { return };
-        let capabilities = self.snapshot().capabilities.clone();
+        // From the handshake, not the snapshot: the first listing may not
+        // have finished when the server announces its first change.
+        let capabilities = peer
+            .peer_info()
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default();
         match tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await
         {
             Ok(Ok(snapshot)) => {

@@ -1,5 +1,6 @@
 //! Step 2: send the call to its source and wait, within budget.
 
+use airlock_config::Action;
 use airlock_upstream::UpstreamError;
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -22,6 +23,8 @@ pub(crate) enum Outcome {
     Refused(ErrorData),
     /// No answer: timeout, the source is down or died, the client cancelled.
     Failed(String),
+    /// Policy did not allow the call; it never reached the source.
+    Blocked { action: Action, reason: String },
 }
 
 impl Outcome {
@@ -34,6 +37,21 @@ impl Outcome {
             Outcome::Failed(why) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
                 ContentBlock::text(format!("airlock: {why}")),
             ]))),
+            // Stable wording, so a model can tell a decision from a failure
+            // and does not retry it.
+            Outcome::Blocked { action, reason } => {
+                let text = match action {
+                    Action::Deny => format!(
+                        "airlock: denied. This call is not allowed by policy ({reason}). It did not run; do not retry it."
+                    ),
+                    _ => format!(
+                        "airlock: approval required. This call needs the user's approval ({reason}). It did not run."
+                    ),
+                };
+                Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                    ContentBlock::text(text),
+                ])))
+            }
         }
     }
 }

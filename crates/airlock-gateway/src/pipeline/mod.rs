@@ -1,10 +1,11 @@
 //! The life of one `tools/call`, as a sequence of steps.
 //!
 //! Each step is a module with one job; `run` reads top to bottom as the
-//! order they happen in. Guards that decide whether a call may run, and
-//! what leaves it, are added here as steps of their own, between
-//! resolving the target and forwarding the call.
+//! order they happen in: resolve the name, decide (policy), forward,
+//! record. Guards still to come (approval, credentials, scrubbing) are steps
+//! of their own between deciding and forwarding, and after forwarding.
 
+pub(crate) mod decide;
 mod forward;
 pub(crate) mod input;
 mod record;
@@ -13,6 +14,7 @@ mod resolve;
 use std::sync::Arc;
 use std::time::Instant;
 
+use airlock_config::Action;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientCapabilities, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
@@ -25,6 +27,8 @@ pub(crate) use resolve::Target;
 
 /// One call as the client made it, with who made it.
 pub(crate) struct ToolCall {
+    /// Ties the call's audit records together.
+    pub id: u64,
     pub params: CallToolRequestParams,
     pub session: SessionId,
     pub peer: Peer<RoleServer>,
@@ -42,9 +46,26 @@ pub(crate) struct ToolCall {
 pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolResponse, ErrorData> {
     // 1. Which source and upstream tool the exposed name means.
     let target = resolve::tool(hub, &call.params.name)?;
-    // 2. Call the source within its time and size budget.
+    // 2. Exactly one decision, recorded; only allow goes on. A retry that
+    //    carries airlock's own requestState was decided when it started.
+    let resuming = call
+        .params
+        .request_state
+        .as_deref()
+        .is_some_and(|s| s.starts_with(input::STATE_PREFIX));
+    if !resuming {
+        let decision = decide::call(hub, &call, &target);
+        if decision.action != Action::Allow {
+            return Outcome::Blocked {
+                action: decision.action,
+                reason: decision.reason,
+            }
+            .into_response();
+        }
+    }
+    // 3. Call the source within its time and size budget.
     let outcome = forward::tool(hub, &call, &target).await;
-    // 3. Record how it ended.
+    // 4. Record how it ended.
     record::call(hub, &call, &target, &outcome);
     outcome.into_response()
 }

@@ -1,6 +1,7 @@
-//! Step 3: the call log. Written off the hot path (see airlock-store).
+//! The last step: the outcome of a call that ran, appended to the audit
+//! log after its decision (written off the hot path; see airlock-store).
 
-use airlock_store::{CallOutcome, CallRecord};
+use airlock_store::{AuditKind, AuditRecord};
 use rmcp::model::CallToolResponse;
 
 use super::{Outcome, Target, ToolCall};
@@ -9,24 +10,37 @@ use crate::hub::Hub;
 pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target, outcome: &Outcome) {
     let (outcome, detail) = match outcome {
         Outcome::Answered(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
-            (CallOutcome::ToolError, String::new())
+            ("tool_error", String::new())
         }
-        Outcome::Answered(_) => (CallOutcome::Ok, String::new()),
+        Outcome::Answered(CallToolResponse::InputRequired(_)) => ("input_required", String::new()),
+        Outcome::Answered(_) => ("ok", String::new()),
         Outcome::Refused(e) => (
-            CallOutcome::Failed,
+            "failed",
             format!("upstream error {}: {}", e.code.0, e.message),
         ),
-        Outcome::Failed(why) => (CallOutcome::Failed, why.clone()),
+        Outcome::Failed(why) => ("failed", why.clone()),
+        Outcome::Blocked { .. } => return,
     };
-    let record = CallRecord {
-        started_at_ms: call.started_at_ms,
-        duration_us: call.started.elapsed().as_micros() as i64,
+    let config = &hub.sources[target.source].config;
+    let record = AuditRecord {
+        at_ms: call.started_at_ms,
+        kind: AuditKind::Outcome,
+        call_id: call.id.to_string(),
+        source: config.name.clone(),
+        connection: config.connection.clone(),
         tool: call.params.name.to_string(),
-        source: target.source_name.clone(),
-        outcome,
+        decision: String::new(),
+        step: String::new(),
+        layer: String::new(),
+        rule: String::new(),
+        reason: String::new(),
+        args_digest: String::new(),
+        args_excerpt: String::new(),
+        outcome: outcome.into(),
+        duration_us: call.started.elapsed().as_micros() as i64,
         detail,
     };
-    if let Err(e) = hub.store.record_call(record) {
-        tracing::error!(error = %e, "cannot record the call");
+    if let Err(e) = hub.store.record_audit(record) {
+        tracing::error!(error = %e, "cannot record the outcome");
     }
 }

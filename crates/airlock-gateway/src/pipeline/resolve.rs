@@ -7,7 +7,6 @@ use crate::names;
 
 pub(crate) struct Target {
     pub source: usize,
-    pub source_name: String,
     pub upstream_name: String,
 }
 
@@ -18,7 +17,6 @@ pub(crate) fn tool(hub: &Hub, exposed: &str) -> Result<Target, ErrorData> {
     if let Some(route) = catalog.tool(exposed) {
         return Ok(Target {
             source: route.source,
-            source_name: hub.sources[route.source].name().to_string(),
             upstream_name: route.upstream_name.clone(),
         });
     }

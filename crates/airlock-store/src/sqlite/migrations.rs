@@ -36,6 +36,31 @@ const MIGRATIONS: &[&str] = &[
         detail        TEXT NOT NULL
     );
     CREATE INDEX call_log_started ON call_log (started_at_ms);",
+    // 2: reviewed contracts; the hash-chained audit log replaces the call log.
+    "CREATE TABLE contracts (
+        source         TEXT NOT NULL,
+        tool           TEXT NOT NULL,
+        digest         TEXT NOT NULL,
+        definition     TEXT NOT NULL,
+        reviewed_at_ms INTEGER NOT NULL,
+        reviewer       TEXT NOT NULL,
+        PRIMARY KEY (source, tool)
+    );
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    INSERT INTO meta (key, value) VALUES ('contracts_generation', 0);
+    CREATE TABLE audit (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        record       TEXT NOT NULL,
+        at_ms        INTEGER NOT NULL,
+        kind         TEXT NOT NULL,
+        tool         TEXT NOT NULL,
+        source       TEXT NOT NULL,
+        decision     TEXT NOT NULL,
+        prev_hash    TEXT NOT NULL,
+        hash         TEXT NOT NULL
+    );
+    CREATE INDEX audit_at ON audit (at_ms);
+    DROP TABLE call_log;",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {

@@ -1,10 +1,12 @@
 //! The embedded backend: one SQLite file in WAL mode.
 //!
 //! Reads and catalog writes run on the caller's thread under a mutex. The call
-//! log, written once per call on the hot path, goes through a channel to one
-//! writer thread that commits in groups (at most every 20 ms), so a call never
-//! waits on the disk; `flush` waits for the writer to catch up and runs on
-//! shutdown. A crash can lose the last 20 ms of the call log, never more.
+//! audit log, written on the hot path, goes through a channel to one writer
+//! thread that chains each record to the previous one and commits in groups
+//! (at most every 20 ms), so a call never waits on the disk; `flush` waits
+//! for the writer to catch up and runs on shutdown. A crash can lose the
+//! last 20 ms of records, and can never leave a broken chain: each group is
+//! one transaction.
 
 mod migrations;
 
@@ -14,15 +16,18 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
+use std::collections::HashMap;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
 
 use crate::{
-    CallOutcome, CallRecord, CatalogEntry, CatalogKind, Result, SourceStatus, Store, StoreError,
-    now_ms,
+    AuditCheck, AuditFilter, AuditKind, AuditRecord, CatalogEntry, CatalogKind, PinnedContract,
+    Result, Reviews, SourceStatus, Store, StoreError, StoredAudit, now_ms,
 };
 
 enum WriterMsg {
-    Call(CallRecord),
+    Audit(Box<AuditRecord>),
     Flush(mpsc::Sender<()>),
 }
 
@@ -98,6 +103,13 @@ const GROUP_COMMIT: Duration = Duration::from_millis(20);
 const MAX_BATCH: usize = 512;
 
 fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<WriterMsg>) {
+    let mut head: String = conn
+        .query_row(
+            "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or_default();
     while let Ok(first) = rx.recv() {
         // One commit per call would cost more CPU than the call itself;
         // gather what arrives within GROUP_COMMIT and commit once.
@@ -114,41 +126,64 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<WriterMsg>) {
                 Err(_) => break,
             }
         }
-        let mut waiters = Vec::new();
+        let mut new_head = head.clone();
         let result = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction()?;
             {
                 let mut stmt = tx.prepare_cached(
-                    "INSERT INTO call_log (started_at_ms, duration_us, tool, source, outcome, detail)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO audit (record, at_ms, kind, tool, source, decision, prev_hash, hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
                 for msg in &batch {
-                    if let WriterMsg::Call(r) = msg {
+                    if let WriterMsg::Audit(r) = msg {
+                        let text = serde_json::to_string(r.as_ref()).unwrap_or_default();
+                        let hash = chain_hash(&new_head, &text);
                         stmt.execute(params![
-                            r.started_at_ms,
-                            r.duration_us,
+                            text,
+                            r.at_ms,
+                            kind_str(r.kind),
                             r.tool,
                             r.source,
-                            r.outcome.as_str(),
-                            r.detail
+                            r.decision,
+                            new_head,
+                            hash
                         ])?;
+                        new_head = hash;
                     }
                 }
             }
             tx.commit()
         })();
-        if let Err(e) = result {
-            tracing::error!(error = %e, rows = batch.len(), "cannot write the call log");
+        match result {
+            Ok(()) => head = new_head,
+            Err(e) => tracing::error!(error = %e, rows = batch.len(), "cannot write the audit log"),
         }
         for msg in batch {
             if let WriterMsg::Flush(done) = msg {
-                waiters.push(done);
+                let _ = done.send(());
             }
         }
-        for w in waiters {
-            let _ = w.send(());
-        }
     }
+}
+
+/// `sha256:` over the previous hash and this record's JSON text.
+fn chain_hash(prev: &str, record: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    h.update(b"\n");
+    h.update(record.as_bytes());
+    format!("sha256:{}", hex::encode(h.finalize()))
+}
+
+fn kind_str(kind: AuditKind) -> &'static str {
+    match kind {
+        AuditKind::Decision => "decision",
+        AuditKind::Outcome => "outcome",
+    }
+}
+
+fn stored(row: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, String, String, String)> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
 }
 
 impl Store for SqliteStore {
@@ -224,12 +259,12 @@ impl Store for SqliteStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn record_call(&self, record: CallRecord) -> Result<()> {
+    fn record_audit(&self, record: AuditRecord) -> Result<()> {
         let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         guard
             .as_ref()
             .ok_or(StoreError::WriterGone)?
-            .send(WriterMsg::Call(record))
+            .send(WriterMsg::Audit(Box::new(record)))
             .map_err(|_| StoreError::WriterGone)
     }
 
@@ -246,24 +281,160 @@ impl Store for SqliteStore {
         rx.recv().map_err(|_| StoreError::WriterGone)
     }
 
-    fn recent_calls(&self, limit: usize) -> Result<Vec<CallRecord>> {
+    fn audit(&self, filter: &AuditFilter, limit: usize) -> Result<Vec<StoredAudit>> {
         let conn = self.conn();
         let mut stmt = conn.prepare_cached(
-            "SELECT started_at_ms, duration_us, tool, source, outcome, detail FROM call_log
-             ORDER BY id DESC LIMIT ?1",
+            "SELECT seq, record, prev_hash, hash FROM audit
+             WHERE (?1 IS NULL OR tool = ?1) AND (?2 IS NULL OR source = ?2)
+               AND (?3 IS NULL OR decision = ?3) AND (?4 IS NULL OR at_ms >= ?4)
+             ORDER BY seq DESC LIMIT ?5",
         )?;
-        let rows = stmt.query_map(params![limit as i64], |row| {
-            let outcome: String = row.get(4)?;
-            Ok(CallRecord {
-                started_at_ms: row.get(0)?,
-                duration_us: row.get(1)?,
-                tool: row.get(2)?,
-                source: row.get(3)?,
-                outcome: CallOutcome::parse(&outcome),
-                detail: row.get(5)?,
-            })
-        })?;
+        let rows = stmt.query_map(
+            params![
+                filter.tool,
+                filter.source,
+                filter.decision,
+                filter.since_ms,
+                limit as i64
+            ],
+            stored,
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, text, prev_hash, hash) = row?;
+            if let Ok(record) = serde_json::from_str(&text) {
+                out.push(StoredAudit {
+                    seq,
+                    record,
+                    prev_hash,
+                    hash,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn reviewed_contracts(&self) -> Result<HashMap<(String, String), String>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT source, tool, digest FROM contracts")?;
+        let rows = stmt.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn pinned_contract(&self, source: &str, tool: &str) -> Result<Option<PinnedContract>> {
+        let conn = self.conn();
+        Ok(conn
+            .query_row(
+                "SELECT digest, definition, reviewed_at_ms, reviewer FROM contracts
+                 WHERE source = ?1 AND tool = ?2",
+                params![source, tool],
+                |r| {
+                    let def: String = r.get(1)?;
+                    Ok(PinnedContract {
+                        source: source.to_string(),
+                        tool: tool.to_string(),
+                        digest: r.get(0)?,
+                        definition: serde_json::from_str(&def).unwrap_or_default(),
+                        reviewed_at_ms: r.get(2)?,
+                        reviewer: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn contracts_generation(&self) -> Result<i64> {
+        Ok(self.conn().query_row(
+            "SELECT value FROM meta WHERE key = 'contracts_generation'",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn verify_audit(&self) -> Result<AuditCheck> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT seq, record, prev_hash, hash, kind, tool, source, decision, at_ms
+             FROM audit ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut head = String::new();
+        let mut count = 0u64;
+        while let Some(row) = rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let text: String = row.get(1)?;
+            let prev: String = row.get(2)?;
+            let hash: String = row.get(3)?;
+            let broken = |why: String| Ok(AuditCheck::Broken { seq, why });
+            if prev != head {
+                return broken(if count == 0 {
+                    "the first record does not start the chain: records before it were deleted"
+                        .into()
+                } else {
+                    "it does not follow the record before it: a record was deleted or reordered"
+                        .into()
+                });
+            }
+            if chain_hash(&prev, &text) != hash {
+                return broken("its content does not match its hash: the record was edited".into());
+            }
+            let Ok(record) = serde_json::from_str::<AuditRecord>(&text) else {
+                return broken("its content is not a valid record".into());
+            };
+            let columns = (
+                row.get::<_, String>(4)?,
+                row.get::<_, String>(5)?,
+                row.get::<_, String>(6)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, i64>(8)?,
+            );
+            let expected = (
+                kind_str(record.kind).to_string(),
+                record.tool.clone(),
+                record.source.clone(),
+                record.decision.clone(),
+                record.at_ms,
+            );
+            if columns != expected {
+                return broken(
+                    "its indexed columns disagree with its content: the record was edited".into(),
+                );
+            }
+            head = hash;
+            count += 1;
+        }
+        Ok(AuditCheck::Intact {
+            records: count,
+            head,
+        })
+    }
+}
+
+impl Reviews for SqliteStore {
+    fn pin_contract(&self, c: &PinnedContract) -> Result<()> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        tx.execute(
+            "INSERT INTO contracts (source, tool, digest, definition, reviewed_at_ms, reviewer)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(source, tool) DO UPDATE SET digest = excluded.digest,
+                 definition = excluded.definition, reviewed_at_ms = excluded.reviewed_at_ms,
+                 reviewer = excluded.reviewer",
+            params![
+                c.source,
+                c.tool,
+                c.digest,
+                c.definition.to_string(),
+                c.reviewed_at_ms,
+                c.reviewer
+            ],
+        )?;
+        tx.execute(
+            "UPDATE meta SET value = value + 1 WHERE key = 'contracts_generation'",
+            [],
+        )?;
+        tx.commit()?;
+        Ok(())
     }
 }
 
@@ -286,15 +457,38 @@ impl Drop for SqliteStore {
 mod tests {
     use super::*;
 
-    fn record(tool: &str) -> CallRecord {
-        CallRecord {
-            started_at_ms: now_ms(),
-            duration_us: 42,
-            tool: tool.into(),
+    fn record(tool: &str) -> AuditRecord {
+        AuditRecord {
+            at_ms: now_ms(),
+            kind: AuditKind::Decision,
+            call_id: "c1".into(),
             source: "demo".into(),
-            outcome: CallOutcome::Ok,
+            connection: "demo".into(),
+            tool: tool.into(),
+            decision: "allow".into(),
+            step: "rule".into(),
+            layer: "user".into(),
+            rule: "airlock.toml:3".into(),
+            reason: "allowed by the user policy".into(),
+            args_digest: "sha256:00".into(),
+            args_excerpt: "{}".into(),
+            outcome: String::new(),
+            duration_us: 0,
             detail: String::new(),
         }
+    }
+
+    fn filled(dir: &Path, n: usize) -> Arc<SqliteStore> {
+        let store = SqliteStore::open_in(dir).unwrap();
+        for i in 0..n {
+            store.record_audit(record(&format!("demo__t{i}"))).unwrap();
+        }
+        store.flush().unwrap();
+        store
+    }
+
+    fn raw(dir: &Path) -> Connection {
+        Connection::open(dir.join("airlock.db")).unwrap()
     }
 
     #[test]
@@ -316,32 +510,127 @@ mod tests {
     }
 
     #[test]
-    fn call_log_survives_reopen_after_flush() {
+    fn audit_survives_reopen_and_keeps_order() {
         let dir = tempfile::tempdir().unwrap();
-        {
-            let store = SqliteStore::open_in(dir.path()).unwrap();
-            for i in 0..100 {
-                store.record_call(record(&format!("demo__t{i}"))).unwrap();
-            }
-            store.flush().unwrap();
-        }
+        drop(filled(dir.path(), 100));
         let store = SqliteStore::open_in(dir.path()).unwrap();
-        let calls = store.recent_calls(1000).unwrap();
-        assert_eq!(calls.len(), 100);
-        assert_eq!(calls[0].tool, "demo__t99");
+        let recent = store.audit(&AuditFilter::default(), 1000).unwrap();
+        assert_eq!(recent.len(), 100);
+        assert_eq!(recent[0].record.tool, "demo__t99");
+        // The chain continues across reopen.
+        store.record_audit(record("demo__after")).unwrap();
+        store.flush().unwrap();
+        assert!(matches!(
+            store.verify_audit().unwrap(),
+            AuditCheck::Intact { records: 101, .. }
+        ));
     }
 
     #[test]
-    fn dropping_the_store_drains_the_call_log() {
+    fn dropping_the_store_drains_the_audit_log() {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = SqliteStore::open_in(dir.path()).unwrap();
             for _ in 0..50 {
-                store.record_call(record("demo__echo")).unwrap();
+                store.record_audit(record("demo__echo")).unwrap();
             }
         }
         let store = SqliteStore::open_in(dir.path()).unwrap();
-        assert_eq!(store.recent_calls(1000).unwrap().len(), 50);
+        assert_eq!(
+            store.audit(&AuditFilter::default(), 1000).unwrap().len(),
+            50
+        );
+    }
+
+    #[test]
+    fn audit_chain_detects_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = filled(dir.path(), 5);
+        raw(dir.path())
+            .execute(
+                "UPDATE audit SET record = replace(record, '\"allow\"', '\"deny\"') WHERE seq = 3",
+                [],
+            )
+            .unwrap();
+        match store.verify_audit().unwrap() {
+            AuditCheck::Broken { seq: 3, why } => assert!(why.contains("edited"), "{why}"),
+            other => panic!("edit not detected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn audit_chain_detects_an_edited_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = filled(dir.path(), 5);
+        raw(dir.path())
+            .execute("UPDATE audit SET decision = 'deny' WHERE seq = 2", [])
+            .unwrap();
+        assert!(matches!(
+            store.verify_audit().unwrap(),
+            AuditCheck::Broken { seq: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn audit_chain_detects_deletion() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = filled(dir.path(), 5);
+        raw(dir.path())
+            .execute("DELETE FROM audit WHERE seq = 3", [])
+            .unwrap();
+        match store.verify_audit().unwrap() {
+            AuditCheck::Broken { seq: 4, why } => assert!(why.contains("deleted"), "{why}"),
+            other => panic!("deletion not detected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn audit_chain_detects_reordering() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = filled(dir.path(), 5);
+        let c = raw(dir.path());
+        // Swap the content of two rows, hashes and all.
+        c.execute_batch(
+            "UPDATE audit SET seq = 100 WHERE seq = 2;
+             UPDATE audit SET seq = 2 WHERE seq = 3;
+             UPDATE audit SET seq = 3 WHERE seq = 100;",
+        )
+        .unwrap();
+        assert!(matches!(
+            store.verify_audit().unwrap(),
+            AuditCheck::Broken { seq: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn contracts_are_pinned_with_a_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open_in(dir.path()).unwrap();
+        let g0 = store.contracts_generation().unwrap();
+        store
+            .pin_contract(&PinnedContract {
+                source: "fs".into(),
+                tool: "read".into(),
+                digest: "sha256:ab".into(),
+                definition: serde_json::json!({"name": "read"}),
+                reviewed_at_ms: now_ms(),
+                reviewer: "me".into(),
+            })
+            .unwrap();
+        assert_eq!(store.contracts_generation().unwrap(), g0 + 1);
+        let reviewed = store.reviewed_contracts().unwrap();
+        assert_eq!(
+            reviewed[&("fs".to_string(), "read".to_string())],
+            "sha256:ab"
+        );
+        assert_eq!(
+            store
+                .pinned_contract("fs", "read")
+                .unwrap()
+                .unwrap()
+                .reviewer,
+            "me"
+        );
     }
 
     #[test]

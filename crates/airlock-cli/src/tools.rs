@@ -1,0 +1,204 @@
+//! `airlock tools review`: the only way a contract is pinned.
+//!
+//! Starts the sources to read their current definitions, compares each
+//! tool's contract digest with the one a person approved, shows what changed
+//! and any signs of tool poisoning, and pins what the person approves.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use airlock_gateway::Hub;
+use airlock_policy::contract;
+use airlock_policy::lint::Linter;
+use airlock_store::{PinnedContract, Reviews, SqliteStore, Store, now_ms};
+use serde_json::Value;
+
+use crate::home;
+
+pub enum Mode {
+    Interactive,
+    ApproveAll,
+    Approve(Vec<String>),
+    List,
+}
+
+impl Mode {
+    pub fn from_flags(all: bool, some: Vec<String>, list: bool) -> Mode {
+        if all {
+            Mode::ApproveAll
+        } else if !some.is_empty() {
+            Mode::Approve(some)
+        } else if list {
+            Mode::List
+        } else {
+            Mode::Interactive
+        }
+    }
+}
+
+struct Pending {
+    exposed: String,
+    source: String,
+    upstream: String,
+    definition: Value,
+    digest: String,
+    previous: Option<PinnedContract>,
+}
+
+pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
+    let (config, origin) = home::load_config(config.as_deref())?;
+    let dir = home::data_dir()?;
+    let store = SqliteStore::open_in(&dir)?;
+    let shared: Arc<dyn Store> = store.clone();
+    let runtime = tokio::runtime::Runtime::new()?;
+    let timeout = config.hub.connect_timeout;
+    let (pending, others, failed) = runtime.block_on(async {
+        let hub = Hub::start(config, shared);
+        hub.settled(timeout).await;
+        let failed: Vec<String> = hub
+            .sources
+            .iter()
+            .filter(|s| s.state().label() != "ready")
+            .map(|s| format!("{}: {}", s.name(), s.state().detail()))
+            .collect();
+        let catalog = hub.catalog();
+        let mut pending = Vec::new();
+        for tool in &catalog.tools {
+            let (Some(route), Some(c)) = (catalog.tool(&tool.name), catalog.contract(&tool.name))
+            else {
+                continue;
+            };
+            let source = hub.sources[route.source].name().to_string();
+            let previous = store.pinned_contract(&source, &route.upstream_name)?;
+            if previous.as_ref().is_some_and(|p| p.digest == c.digest) {
+                continue;
+            }
+            pending.push(Pending {
+                exposed: tool.name.to_string(),
+                source,
+                upstream: route.upstream_name.clone(),
+                definition: c.definition.clone(),
+                digest: c.digest.clone(),
+                previous,
+            });
+        }
+        let others: Vec<String> = catalog.tools.iter().map(|t| t.name.to_string()).collect();
+        hub.stop().await;
+        anyhow::Ok((pending, others, failed))
+    })?;
+
+    println!("Reviewing tools from {origin}");
+    for f in &failed {
+        println!("warning: source {f}; its tools cannot be reviewed now");
+    }
+    if pending.is_empty() {
+        println!("Every tool's contract matches what was reviewed. Nothing to do.");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let reviewer = format!(
+        "{} (cli)",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+    );
+    let mut approved = 0;
+    let interactive = matches!(mode, Mode::Interactive);
+    if interactive && !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "tools review asks a person at a terminal; in scripts use --list, --approve NAME or --approve-all"
+        );
+    }
+    for p in &pending {
+        let others: Vec<String> = others
+            .iter()
+            .filter(|o| **o != p.exposed)
+            .cloned()
+            .collect();
+        show(p, &Linter::new(others));
+        let yes = match &mode {
+            Mode::List => false,
+            Mode::ApproveAll => true,
+            Mode::Approve(names) => names.iter().any(|n| n == &p.exposed),
+            Mode::Interactive => ask(&format!("Pin this contract for {}? [y/N] ", p.exposed))?,
+        };
+        if yes {
+            store.pin_contract(&PinnedContract {
+                source: p.source.clone(),
+                tool: p.upstream.clone(),
+                digest: p.digest.clone(),
+                definition: p.definition.clone(),
+                reviewed_at_ms: now_ms(),
+                reviewer: reviewer.clone(),
+            })?;
+            approved += 1;
+            println!("pinned {} {}\n", p.exposed, p.digest);
+        } else {
+            println!("not pinned: calls to {} keep asking\n", p.exposed);
+        }
+    }
+    if let Mode::Approve(names) = &mode {
+        for n in names {
+            if !pending.iter().any(|p| &p.exposed == n) {
+                println!("note: {n} is not among the tools that need review");
+            }
+        }
+    }
+    println!("{approved} of {} pinned.", pending.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(p: &Pending, linter: &Linter) {
+    let state = if p.previous.is_some() {
+        "CHANGED"
+    } else {
+        "NEW"
+    };
+    println!("── {state} {}  {}", p.exposed, p.digest);
+    let current = contract::contract_of(&p.definition);
+    match &p.previous {
+        None => {
+            for field in contract::FIELDS {
+                if let Some(v) = current.get(*field) {
+                    println!("   {field}: {}", render(v));
+                }
+            }
+        }
+        Some(prev) => {
+            let before = contract::contract_of(&prev.definition);
+            for field in contract::FIELDS {
+                let (a, b) = (before.get(*field), current.get(*field));
+                if a != b {
+                    println!("   {field}:");
+                    println!(
+                        "     - {}",
+                        a.map(render).unwrap_or_else(|| "(absent)".into())
+                    );
+                    println!(
+                        "     + {}",
+                        b.map(render).unwrap_or_else(|| "(absent)".into())
+                    );
+                }
+            }
+        }
+    }
+    let findings = linter.check(&p.definition);
+    for f in &findings {
+        println!("   ⚠ {}: {}", f.field, f.message);
+    }
+}
+
+fn render(v: &Value) -> String {
+    match v {
+        // Escapes make hidden characters visible to the reviewer.
+        Value::String(s) => s.escape_default().to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn ask(prompt: &str) -> anyhow::Result<bool> {
+    print!("{prompt}");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}

@@ -1,0 +1,124 @@
+//! Step 2: policy. Exactly one decision per call, recorded before anything
+//! else happens; only `allow` goes on to the source.
+
+use airlock_config::Action;
+use airlock_policy::{Decision, Step, ToolFacts, contract};
+use airlock_store::{AuditKind, AuditRecord};
+use serde_json::Value;
+
+use super::{Target, ToolCall};
+use crate::catalog::Catalog;
+use crate::hub::Hub;
+
+/// Arguments kept in the audit: a digest of all of them, and this much text.
+const ARGS_EXCERPT_BYTES: usize = 1024;
+
+/// The decision for one tool, for a call (`args`) or for listing (`None`).
+pub(crate) fn evaluate(
+    hub: &Hub,
+    catalog: &Catalog,
+    exposed: &str,
+    source: usize,
+    upstream_name: &str,
+    args: Option<&Value>,
+) -> Decision {
+    let config = &hub.sources[source].config;
+    let Some(tool) = catalog.contract(exposed) else {
+        return Decision {
+            action: Action::Deny,
+            step: Step::Error,
+            rule: None,
+            reason: "the tool has no contract in the catalog".into(),
+            chain: vec!["the tool has no contract in the catalog; denied".into()],
+        };
+    };
+    let reviewed = hub.reviewed_contracts();
+    let facts = ToolFacts {
+        source: &config.name,
+        connection: &config.connection,
+        exposed,
+        trusted: config.trusted,
+        definition: &tool.definition,
+        digest: &tool.digest,
+        reviewed: reviewed
+            .get(&(config.name.clone(), upstream_name.to_string()))
+            .map(String::as_str),
+    };
+    let policy = hub.policy();
+    if args.is_none() && policy.hides(&facts) {
+        return Decision {
+            action: Action::Deny,
+            step: Step::Deny,
+            rule: None,
+            reason: "denied by policy".into(),
+            chain: Vec::new(),
+        };
+    }
+    policy.decide(&facts, args)
+}
+
+/// Decides the call and appends the decision to the audit log.
+pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
+    let args = Value::Object(call.params.arguments.clone().unwrap_or_default());
+    let decision = evaluate(
+        hub,
+        &hub.catalog(),
+        &call.params.name,
+        target.source,
+        &target.upstream_name,
+        Some(&args),
+    );
+    let config = &hub.sources[target.source].config;
+    let canonical = contract::canonical(&args);
+    let record = AuditRecord {
+        at_ms: call.started_at_ms,
+        kind: AuditKind::Decision,
+        call_id: call.id.to_string(),
+        source: config.name.clone(),
+        connection: config.connection.clone(),
+        tool: call.params.name.to_string(),
+        decision: decision.action.as_str().into(),
+        step: step_name(decision.step).into(),
+        layer: decision
+            .rule
+            .as_ref()
+            .map(|(_, l)| l.as_str().to_string())
+            .unwrap_or_default(),
+        rule: decision
+            .rule
+            .as_ref()
+            .map(|(o, _)| o.clone())
+            .unwrap_or_default(),
+        reason: decision.reason.clone(),
+        args_digest: contract::digest_value(&args),
+        args_excerpt: excerpt(&canonical, ARGS_EXCERPT_BYTES),
+        outcome: String::new(),
+        duration_us: 0,
+        detail: String::new(),
+    };
+    if let Err(e) = hub.store.record_audit(record) {
+        tracing::error!(error = %e, "cannot record the decision");
+    }
+    decision
+}
+
+pub(crate) fn step_name(step: Step) -> &'static str {
+    match step {
+        Step::Deny => "deny",
+        Step::Contract => "contract",
+        Step::Rule => "rule",
+        Step::Default => "default",
+        Step::Error => "error",
+    }
+}
+
+fn excerpt(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

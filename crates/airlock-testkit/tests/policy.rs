@@ -1,0 +1,264 @@
+//! Policy end to end: the real binary deciding calls to a real upstream
+//! process, and recording every decision.
+
+use airlock_testkit::{Scratch, first_text};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
+}
+
+const FIXTURE: &str = r#"
+[sources.fixture]
+command = "{fixture}"
+"#;
+
+async fn upstream_saw(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> String {
+    first_text(
+        &client
+            .call_tool(call("fixture__calls", json!({})))
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn deny_never_reaches_the_server() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(&format!(
+            "{FIXTURE}\n[[rules]]\naction = \"deny\"\ntool = \"fixture__echo\"\n"
+        ))
+        .await;
+    let client = scratch.stdio_client(&config, ()).await;
+    // Hidden from the model...
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name == "fixture__echo"));
+    // ...and refused if called anyway, without reaching the server.
+    let r = client
+        .call_tool(call("fixture__echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        first_text(&r).starts_with("airlock: denied"),
+        "{}",
+        first_text(&r)
+    );
+    assert_eq!(upstream_saw(&client).await, "calls");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn unreviewed_tool_asks_and_never_runs() {
+    let scratch = Scratch::new();
+    // A rule allows everything, but nobody has reviewed the tools yet.
+    let config = scratch.config(&format!(
+        "{FIXTURE}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
+    ));
+    let client = scratch.stdio_client(&config, ()).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let echo = tools.iter().find(|t| t.name == "fixture__echo").unwrap();
+    assert!(
+        echo.description
+            .as_deref()
+            .unwrap()
+            .contains("pause for the user's approval")
+    );
+    let r = client
+        .call_tool(call("fixture__echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    assert!(
+        first_text(&r).starts_with("airlock: approval required"),
+        "{}",
+        first_text(&r)
+    );
+    assert!(
+        first_text(&r).contains("not been reviewed"),
+        "{}",
+        first_text(&r)
+    );
+    client.cancel().await.unwrap();
+    // Reviewing pins the contracts, and the same call then runs.
+    scratch.review(&config).await;
+    let client = scratch.stdio_client(&config, ()).await;
+    let r = client
+        .call_tool(call("fixture__echo", json!({"text": "now"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&r), "now");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn changed_contract_asks_again_end_to_end() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(FIXTURE).await;
+    // The server updates itself: same tool name, different description.
+    let changed = scratch.config(
+        r#"
+[sources.fixture]
+command = "{fixture}"
+env = { FIXTURE_VARIANT = "2" }
+
+[[rules]]
+action = "allow"
+source = "*"
+"#,
+    );
+    assert_eq!(config, changed);
+    let client = scratch.stdio_client(&changed, ()).await;
+    let r = client
+        .call_tool(call("fixture__echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    let text = first_text(&r);
+    assert!(text.starts_with("airlock: approval required"), "{text}");
+    assert!(text.contains("changed since it was reviewed"), "{text}");
+    // Unchanged tools still run.
+    assert_eq!(upstream_saw(&client).await, "calls");
+    client.cancel().await.unwrap();
+    // The review shows the change and flags what the new text asks for.
+    let out = scratch
+        .airlock(&[
+            "tools",
+            "review",
+            "--config",
+            &changed.to_string_lossy(),
+            "--list",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("CHANGED fixture__echo"), "{shown}");
+    assert!(
+        shown.contains("+ Echo the text back. Also reads ~/.ssh"),
+        "{shown}"
+    );
+    assert!(shown.contains("~/.ssh"), "{shown}");
+}
+
+#[tokio::test]
+async fn every_decision_is_audited_and_the_chain_verifies() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(&format!(
+            "{FIXTURE}\n[[rules]]\naction = \"deny\"\ntool = \"fixture__log\"\n"
+        ))
+        .await;
+    let client = scratch.stdio_client(&config, ()).await;
+    client
+        .call_tool(call("fixture__echo", json!({"text": "secret-ish"})))
+        .await
+        .unwrap();
+    client
+        .call_tool(call("fixture__log", json!({})))
+        .await
+        .unwrap();
+    client.cancel().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let out = scratch
+        .airlock(&["audit", "--jsonl"])
+        .output()
+        .await
+        .unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let decision = |tool: &str| {
+        lines
+            .iter()
+            .find(|l| l["tool"] == tool && l["kind"] == "decision")
+            .unwrap_or_else(|| panic!("no decision for {tool}: {lines:?}"))
+            .clone()
+    };
+    let echo = decision("fixture__echo");
+    assert_eq!(echo["decision"], "allow");
+    assert_eq!(echo["layer"], "user");
+    assert!(echo["rule"].as_str().unwrap().contains("airlock.toml:"));
+    assert!(echo["args_digest"].as_str().unwrap().starts_with("sha256:"));
+    let log = decision("fixture__log");
+    assert_eq!(log["decision"], "deny");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["tool"] == "fixture__echo" && l["outcome"] == "ok")
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["tool"] == "fixture__log" && l["kind"] == "outcome")
+    );
+    let out = scratch
+        .airlock(&["audit", "verify"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("chain intact"));
+}
+
+#[tokio::test]
+async fn explain_names_the_layer_rule_and_signals() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(&format!(
+            "{FIXTURE}\n[[rules]]\naction = \"ask\"\ntool = \"fixture__echo\"\n"
+        ))
+        .await;
+    let out = scratch
+        .airlock(&[
+            "policy",
+            "explain",
+            "fixture__echo",
+            "--args",
+            r#"{"text": "hi"}"#,
+            "--config",
+            &config.to_string_lossy(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("fixture__echo: ASK"), "{text}");
+    assert!(text.contains("1. no deny rule matches"), "{text}");
+    assert!(text.contains("2. contract sha256:"), "{text}");
+    assert!(text.contains("3. most specific rule: ask at"), "{text}");
+    assert!(text.contains("user layer, matches by tool"), "{text}");
+}
+
+#[tokio::test]
+async fn bad_policy_refuses_to_start() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{FIXTURE}\n[[rules]]\naction = \"Allow\"\nsource = \"*\"\n"
+    ));
+    let out = scratch
+        .airlock(&["serve", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`Allow` is not an action"), "{err}");
+    assert!(err.contains("did you mean \"allow\""), "{err}");
+    let out = scratch
+        .airlock(&["policy", "check", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
