@@ -27,7 +27,8 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         )
         .init();
 
-    let (config, origin) = home::load_config(config.as_deref())?;
+    let config_path = config;
+    let (config, origin) = home::load_config(config_path.as_deref())?;
     let data_dir = home::data_dir()?;
     let store: Arc<dyn Store> = SqliteStore::open_in(&data_dir)?;
     let runtime = tokio::runtime::Runtime::new()?;
@@ -36,6 +37,7 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         let sources = config.sources.len();
         let hub = Hub::start(config, store);
         tokio::spawn(stop_on_signal(hub.clone()));
+        tokio::spawn(reload_on_hangup(hub.clone(), config_path));
         match http {
             Some(addr) => {
                 let face = HttpFace::bind(&hub, addr).await?;
@@ -94,4 +96,37 @@ async fn stop_on_signal(hub: Arc<Hub>) {
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("stopping");
     hub.shutdown.cancel();
+}
+
+/// SIGHUP re-reads the config and the managed policy file. A file that no
+/// longer loads changes nothing: the last good policy stays, and says so.
+async fn reload_on_hangup(hub: Arc<Hub>, config_path: Option<std::path::PathBuf>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match home::load_config(config_path.as_deref()) {
+                Ok((config, origin)) => {
+                    for note in hub.reload_policy(&config) {
+                        tracing::warn!("{note}");
+                    }
+                    tracing::info!(
+                        rules = config.all_rules().count(),
+                        "policy reloaded from {origin}"
+                    );
+                }
+                Err(e) => {
+                    tracing::error!("policy reload FAILED; keeping the last good policy: {e:#}");
+                    eprintln!(
+                        "airlock: policy reload FAILED; the last good policy stays in force.\n{e:#}"
+                    );
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (hub, config_path);
 }

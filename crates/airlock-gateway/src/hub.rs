@@ -46,7 +46,7 @@ struct InFlight {
 
 pub struct Hub {
     pub config: Config,
-    policy: RwLock<Arc<Policy>>,
+    policy: RwLock<Arc<PolicyState>>,
     reviewed: Mutex<ReviewedCache>,
     pub sources: Vec<Arc<Source>>,
     pub store: Arc<dyn Store>,
@@ -56,6 +56,35 @@ pub struct Hub {
     pub(crate) parked: ParkedCalls,
     next_id: AtomicU64,
     pub shutdown: CancellationToken,
+}
+
+/// What decides calls, replaced whole on reload.
+pub struct PolicyState {
+    pub rules: Policy,
+    /// Per source: (trusted, connection).
+    sources: HashMap<String, (bool, String)>,
+}
+
+impl PolicyState {
+    pub fn new(config: &Config) -> PolicyState {
+        PolicyState {
+            rules: Policy::new(config),
+            sources: config
+                .sources
+                .iter()
+                .map(|s| (s.name.clone(), (s.trusted, s.connection.clone())))
+                .collect(),
+        }
+    }
+
+    /// Whether the user marked `source` trusted (unknown sources are not).
+    pub fn trusted(&self, source: &str) -> bool {
+        self.sources.get(source).is_some_and(|(t, _)| *t)
+    }
+
+    pub fn connection<'a>(&'a self, source: &'a str) -> &'a str {
+        self.sources.get(source).map_or(source, |(_, c)| c.as_str())
+    }
 }
 
 /// The digests a person approved, reloaded when the CLI pins another.
@@ -98,7 +127,7 @@ impl Hub {
                 })
                 .collect();
             Hub {
-                policy: RwLock::new(Arc::new(Policy::new(&config))),
+                policy: RwLock::new(Arc::new(PolicyState::new(&config))),
                 reviewed: Mutex::new(ReviewedCache::default()),
                 config,
                 sources,
@@ -140,11 +169,29 @@ impl Hub {
             .clone()
     }
 
-    pub fn policy(&self) -> Arc<Policy> {
+    /// The rules and per-source trust in force now.
+    pub fn policy(&self) -> Arc<PolicyState> {
         self.policy
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Replaces the rules, trust flags and connections with those of a
+    /// freshly loaded config. Sources themselves change only on restart;
+    /// the returned notes say what was not applied.
+    pub fn reload_policy(&self, config: &Config) -> Vec<String> {
+        let mut notes = Vec::new();
+        let running: Vec<&str> = self.sources.iter().map(|s| s.name()).collect();
+        let wanted: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
+        if running != wanted {
+            notes.push(format!(
+                "the config lists sources {wanted:?} but {running:?} are running; source changes take effect on restart"
+            ));
+        }
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(PolicyState::new(config));
+        notes
     }
 
     /// Approved contract digests by (source, upstream tool). Checks the

@@ -262,3 +262,63 @@ async fn bad_policy_refuses_to_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn failed_reload_keeps_the_last_good_policy() {
+    use airlock_testkit::RawStdio;
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(FIXTURE).await;
+    let mut raw = RawStdio::start(&scratch, &config);
+    raw.handshake("2025-06-18").await;
+    let mut id = 10;
+    let mut echo = async |raw: &mut RawStdio| {
+        id += 1;
+        raw.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fixture__echo", "arguments": {"text": "hi"}}}))
+            .await;
+        let (m, _) = raw.response(id).await;
+        m["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(echo(&mut raw).await, "hi");
+    let hangup = |pid: u32| {
+        let ok = std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    let pid = raw.child.id().unwrap();
+
+    // A good change applies on SIGHUP.
+    let body = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{body}\n[[rules]]\naction = \"deny\"\ntool = \"fixture__echo\"\n"),
+    )
+    .unwrap();
+    hangup(pid);
+    let mut denied = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if echo(&mut raw).await.starts_with("airlock: denied") {
+            denied = true;
+            break;
+        }
+    }
+    assert!(denied, "the reloaded deny never applied");
+
+    // A broken file changes nothing: the deny stays in force.
+    std::fs::write(
+        &config,
+        format!("{body}\n[[rules]]\naction = \"Allow\"\nsource = \"*\"\n"),
+    )
+    .unwrap();
+    hangup(pid);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(echo(&mut raw).await.starts_with("airlock: denied"));
+}

@@ -22,7 +22,7 @@ pub(crate) fn evaluate(
     upstream_name: &str,
     args: Option<&Value>,
 ) -> Decision {
-    let config = &hub.sources[source].config;
+    let name = hub.sources[source].name();
     let Some(tool) = catalog.contract(exposed) else {
         return Decision {
             action: Action::Deny,
@@ -33,19 +33,19 @@ pub(crate) fn evaluate(
         };
     };
     let reviewed = hub.reviewed_contracts();
+    let policy = hub.policy();
     let facts = ToolFacts {
-        source: &config.name,
-        connection: &config.connection,
+        source: name,
+        connection: policy.connection(name),
         exposed,
-        trusted: config.trusted,
+        trusted: policy.trusted(name),
         definition: &tool.definition,
         digest: &tool.digest,
         reviewed: reviewed
-            .get(&(config.name.clone(), upstream_name.to_string()))
+            .get(&(name.to_string(), upstream_name.to_string()))
             .map(String::as_str),
     };
-    let policy = hub.policy();
-    if args.is_none() && policy.hides(&facts) {
+    if args.is_none() && policy.rules.hides(&facts) {
         return Decision {
             action: Action::Deny,
             step: Step::Deny,
@@ -54,7 +54,7 @@ pub(crate) fn evaluate(
             chain: Vec::new(),
         };
     }
-    policy.decide(&facts, args)
+    policy.rules.decide(&facts, args)
 }
 
 /// Decides the call and appends the decision to the audit log.
@@ -68,14 +68,14 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
         &target.upstream_name,
         Some(&args),
     );
-    let config = &hub.sources[target.source].config;
+    let source = hub.sources[target.source].name();
     let canonical = contract::canonical(&args);
     let record = AuditRecord {
         at_ms: call.started_at_ms,
         kind: AuditKind::Decision,
         call_id: call.id.to_string(),
-        source: config.name.clone(),
-        connection: config.connection.clone(),
+        source: source.to_string(),
+        connection: hub.policy().connection(source).to_string(),
         tool: call.params.name.to_string(),
         decision: decision.action.as_str().into(),
         step: step_name(decision.step).into(),

@@ -21,13 +21,13 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target, outcome: &Outcom
         Outcome::Failed(why) => ("failed", why.clone()),
         Outcome::Blocked { .. } => return,
     };
-    let config = &hub.sources[target.source].config;
+    let source = hub.sources[target.source].name();
     let record = AuditRecord {
         at_ms: call.started_at_ms,
         kind: AuditKind::Outcome,
         call_id: call.id.to_string(),
-        source: config.name.clone(),
-        connection: config.connection.clone(),
+        source: source.to_string(),
+        connection: hub.policy().connection(source).to_string(),
         tool: call.params.name.to_string(),
         decision: String::new(),
         step: String::new(),

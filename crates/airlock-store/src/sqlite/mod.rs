@@ -548,7 +548,7 @@ mod tests {
         let store = filled(dir.path(), 5);
         raw(dir.path())
             .execute(
-                "UPDATE audit SET record = replace(record, '\"allow\"', '\"deny\"') WHERE seq = 3",
+                "UPDATE audit SET record = replace(record, 'allowed by', 'denied by') WHERE seq = 3",
                 [],
             )
             .unwrap();
