@@ -9,6 +9,7 @@
 //!
 //! This crate knows nothing about MCP beyond storing definitions as JSON.
 
+pub mod ledger;
 mod sqlite;
 
 pub use sqlite::SqliteStore;
@@ -208,6 +209,29 @@ pub trait Store: Send + Sync + 'static {
     fn contracts_generation(&self) -> Result<i64>;
     /// Checks the whole audit chain.
     fn verify_audit(&self) -> Result<AuditCheck>;
+
+    /// A call that asks: a pending row holding the frozen call, expiring
+    /// after `ttl_ms`. Also sweeps arguments of old terminal rows.
+    fn ledger_create(
+        &self,
+        call: &ledger::FrozenCall,
+        ttl_ms: i64,
+        retention_ms: i64,
+    ) -> Result<ledger::Pending>;
+    /// Where a pending row stands now.
+    fn ledger_look(&self, pending: ledger::Pending) -> Result<ledger::Waited>;
+    /// pending → expired, unless a decision committed first.
+    fn ledger_expire(&self, pending: ledger::Pending) -> Result<ledger::Expiry>;
+    /// approved → executing; `None` if it was already claimed.
+    fn ledger_claim(&self, approved: ledger::Approved) -> Result<Option<ledger::Executing>>;
+    /// approved → failed without running (policy denies it now).
+    fn ledger_refuse(&self, approved: ledger::Approved, why: &str) -> Result<()>;
+    /// executing → executed | failed.
+    fn ledger_finish(&self, executing: ledger::Executing, ok: bool, detail: &str) -> Result<()>;
+    /// At start: executing → failed (never re-run), pending → expired.
+    fn ledger_recover(&self) -> Result<(usize, usize)>;
+    /// Live pending rows (or every row with `all`), oldest first.
+    fn ledger_list(&self, all: bool) -> Result<Vec<ledger::ApprovalRow>>;
 }
 
 /// Recording a person's review. Kept apart from [`Store`] so that code

@@ -61,6 +61,28 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_at ON audit (at_ms);
     DROP TABLE call_log;",
+    // 3: the approval ledger.
+    "CREATE TABLE approvals (
+        id             TEXT PRIMARY KEY,
+        state          TEXT NOT NULL,
+        principal      TEXT NOT NULL,
+        session        TEXT NOT NULL,
+        source         TEXT NOT NULL,
+        connection     TEXT NOT NULL,
+        tool           TEXT NOT NULL,
+        upstream       TEXT NOT NULL,
+        arguments      TEXT,
+        args_digest    TEXT NOT NULL,
+        reason         TEXT NOT NULL,
+        description    TEXT NOT NULL,
+        created_at_ms  INTEGER NOT NULL,
+        expires_at_ms  INTEGER NOT NULL,
+        decided_at_ms  INTEGER,
+        decided_by     TEXT,
+        channel        TEXT,
+        detail         TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX approvals_state ON approvals (state, expires_at_ms);",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {

@@ -8,6 +8,7 @@
 //! last 20 ms of records, and can never leave a broken chain: each group is
 //! one transaction.
 
+mod ledger;
 mod migrations;
 
 use std::path::{Path, PathBuf};
@@ -349,6 +350,51 @@ impl Store for SqliteStore {
             [],
             |r| r.get(0),
         )?)
+    }
+
+    fn ledger_create(
+        &self,
+        call: &crate::ledger::FrozenCall,
+        ttl_ms: i64,
+        retention_ms: i64,
+    ) -> Result<crate::ledger::Pending> {
+        ledger::create(&self.conn(), call, ttl_ms, retention_ms)
+    }
+
+    fn ledger_look(&self, pending: crate::ledger::Pending) -> Result<crate::ledger::Waited> {
+        ledger::look(&self.conn(), pending)
+    }
+
+    fn ledger_expire(&self, pending: crate::ledger::Pending) -> Result<crate::ledger::Expiry> {
+        ledger::expire(&self.conn(), pending)
+    }
+
+    fn ledger_claim(
+        &self,
+        approved: crate::ledger::Approved,
+    ) -> Result<Option<crate::ledger::Executing>> {
+        ledger::claim(&self.conn(), approved)
+    }
+
+    fn ledger_refuse(&self, approved: crate::ledger::Approved, why: &str) -> Result<()> {
+        ledger::refuse(&self.conn(), approved, why)
+    }
+
+    fn ledger_finish(
+        &self,
+        executing: crate::ledger::Executing,
+        ok: bool,
+        detail: &str,
+    ) -> Result<()> {
+        ledger::finish(&self.conn(), executing, ok, detail)
+    }
+
+    fn ledger_recover(&self) -> Result<(usize, usize)> {
+        ledger::recover(&self.conn())
+    }
+
+    fn ledger_list(&self, all: bool) -> Result<Vec<crate::ledger::ApprovalRow>> {
+        ledger::list(&self.conn(), all)
     }
 
     fn verify_audit(&self) -> Result<AuditCheck> {

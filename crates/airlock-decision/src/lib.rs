@@ -1,0 +1,94 @@
+//! Recording a person's decision on a pending call.
+//!
+//! This crate holds the only code that moves an approval from `pending` to
+//! `approved` or `denied`. It is a crate of its own so the line can be held
+//! by the crate graph: the hub's MCP-facing code (`airlock-gateway`) does
+//! not depend on it, and a test over `cargo metadata` fails if it ever
+//! does. The human channels (the CLI today) call [`record_decision`].
+//!
+//! The update is conditional on the row's id, its principal, its state and
+//! its expiry, so the database picks one winner among a click, a second
+//! click, and the clock.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// What a person chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    AllowOnce,
+    Deny,
+}
+
+/// What recording the choice did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    Approved,
+    Denied,
+    /// Too late: the approval expired before the decision.
+    Expired,
+    /// No pending approval with this id for this principal (never was,
+    /// belongs to someone else, or was already decided).
+    NotFound,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot record the decision: {0}")]
+pub struct DecisionError(#[from] rusqlite::Error);
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Records `choice` for approval `id`, as `principal`, through `channel`.
+pub fn record_decision(
+    database: &Path,
+    id: &str,
+    principal: &str,
+    choice: Choice,
+    channel: &str,
+) -> Result<Recorded, DecisionError> {
+    let conn = Connection::open(database)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let now = now_ms();
+    let state = match choice {
+        Choice::AllowOnce => "approved",
+        Choice::Deny => "denied",
+    };
+    let n = conn.execute(
+        "UPDATE approvals SET state = ?1, decided_at_ms = ?2, decided_by = ?3, channel = ?4
+         WHERE id = ?5 AND principal = ?3 AND state = 'pending' AND expires_at_ms > ?2",
+        params![state, now, principal, channel, id],
+    )?;
+    if n == 1 {
+        return Ok(match choice {
+            Choice::AllowOnce => Recorded::Approved,
+            Choice::Deny => Recorded::Denied,
+        });
+    }
+    let row: Option<(String, String, i64)> = conn
+        .query_row(
+            "SELECT state, principal, expires_at_ms FROM approvals WHERE id = ?1",
+            params![id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    Ok(match row {
+        Some((_, owner, _)) if owner != principal => Recorded::NotFound,
+        Some((s, _, _)) if s == "expired" => Recorded::Expired,
+        Some((s, _, expires)) if s == "pending" && expires <= now => {
+            // Past its time but not yet retired: retire it, and say so.
+            conn.execute(
+                "UPDATE approvals SET state = 'expired', detail = 'no decision in time'
+                 WHERE id = ?1 AND state = 'pending'",
+                params![id],
+            )?;
+            Recorded::Expired
+        }
+        _ => Recorded::NotFound,
+    })
+}

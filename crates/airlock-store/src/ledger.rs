@@ -1,0 +1,90 @@
+//! The approval ledger: one row per call that asks, from pending to a
+//! terminal state, each transition a conditional single-row update so the
+//! database picks the winner of any race.
+//!
+//! ```text
+//! pending ──(a person, airlock-decision only)──▶ approved ──claim──▶ executing ──▶ executed | failed
+//!    │                                        └─▶ denied
+//!    └──expire──▶ expired
+//! ```
+//!
+//! The types make the diagram the only way through: a [`Pending`] can only
+//! be expired, an [`Approved`] can only be claimed or refused, an
+//! [`Executing`] can only be finished. Each consumes itself. Nothing here
+//! can approve or deny: that edge belongs to the `airlock-decision` crate,
+//! which the code that faces MCP clients does not depend on.
+
+use serde::{Deserialize, Serialize};
+
+/// The call as it was when it asked: what a person sees and what runs if
+/// they approve. Execution reads this copy, never anything resent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrozenCall {
+    pub principal: String,
+    pub session: String,
+    pub source: String,
+    pub connection: String,
+    /// Exposed tool name.
+    pub tool: String,
+    pub upstream: String,
+    /// Canonical JSON of the arguments.
+    pub arguments: String,
+    pub args_digest: String,
+    /// Why it asks.
+    pub reason: String,
+    /// The first sentence of the tool's description.
+    pub description: String,
+}
+
+/// A row as `airlock pending` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRow {
+    pub id: String,
+    pub state: String,
+    pub call: FrozenCall,
+    pub created_at_ms: i64,
+    pub expires_at_ms: i64,
+    pub decided_by: Option<String>,
+    pub channel: Option<String>,
+    pub detail: String,
+}
+
+/// A row waiting for a person.
+#[derive(Debug)]
+pub struct Pending {
+    pub id: String,
+    pub expires_at_ms: i64,
+}
+
+/// A row a person approved; it has not run yet.
+#[derive(Debug)]
+pub struct Approved {
+    pub id: String,
+    pub call: FrozenCall,
+}
+
+/// A claimed row: the call is running, and can run only this once.
+#[derive(Debug)]
+pub struct Executing {
+    pub id: String,
+}
+
+/// Where a pending row stands when the waiting call looks.
+#[derive(Debug)]
+pub enum Waited {
+    Approved(Approved),
+    Denied { by: String },
+    Expired,
+    /// Still pending (woken for another reason); keep waiting.
+    Pending(Pending),
+    /// The row is gone or in a state only a bug could produce.
+    Missing,
+}
+
+/// How trying to expire a pending row came out: the database decides
+/// whether the clock or the person won.
+#[derive(Debug)]
+pub enum Expiry {
+    Expired,
+    DecisionWon(Waited),
+}
