@@ -1,6 +1,7 @@
 //! `airlock`: the command a person runs. Thin glue over the library crates;
 //! each subcommand lives in its own module.
 
+mod approvals;
 mod audit;
 mod doctor;
 mod home;
@@ -61,6 +62,16 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// List the calls waiting for your approval.
+    Pending {
+        /// Every approval, decided ones included.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Approve one waiting call; it runs once, with the arguments shown.
+    Approve { id: String },
+    /// Decline one waiting call.
+    Deny { id: String },
     /// Review new and changed tools, and pin the contracts a person approves.
     Tools {
         #[command(subcommand)]
@@ -135,6 +146,9 @@ fn main() -> ExitCode {
         Command::Import { file, out } => import::run(&file, out.as_deref()),
         Command::Status { calls } => status::run(calls),
         Command::Doctor { config } => doctor::run(config),
+        Command::Pending { all } => approvals::pending(all),
+        Command::Approve { id } => approvals::decide(&id, airlock_decision::Choice::AllowOnce),
+        Command::Deny { id } => approvals::decide(&id, airlock_decision::Choice::Deny),
         Command::Tools {
             command:
                 ToolsCommand::Review {

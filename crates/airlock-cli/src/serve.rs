@@ -38,6 +38,13 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         let hub = Hub::start(config, store);
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));
+        let control = airlock_gateway::control::socket_path(&data_dir);
+        let control_hub = hub.clone();
+        tokio::spawn(async move {
+            if let Err(e) = airlock_gateway::control::listen(control_hub, control).await {
+                tracing::error!(error = %e, "cannot open the control socket; approvals will only be seen when calls time out");
+            }
+        });
         match http {
             Some(addr) => {
                 let face = HttpFace::bind(&hub, addr).await?;

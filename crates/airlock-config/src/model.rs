@@ -103,6 +103,12 @@ pub struct HubSettings {
     pub allow_non_loopback: bool,
     /// The administrator's managed policy file, if any.
     pub managed_policy: Option<PathBuf>,
+    /// How long a call that asks waits for a person.
+    pub approval_wait: Duration,
+    /// How long a pending approval stays decidable (longer than the wait).
+    pub approval_ttl: Duration,
+    /// How long a finished approval keeps its arguments.
+    pub approval_retention: Duration,
 }
 
 impl Default for HubSettings {
@@ -113,6 +119,9 @@ impl Default for HubSettings {
             max_message_bytes: 4 * 1024 * 1024,
             allow_non_loopback: false,
             managed_policy: None,
+            approval_wait: Duration::from_secs(90),
+            approval_ttl: Duration::from_secs(120),
+            approval_retention: Duration::from_secs(24 * 3600),
         }
     }
 }

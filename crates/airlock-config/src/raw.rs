@@ -18,6 +18,9 @@ const HUB_KEYS: &[&str] = &[
     "max_message_bytes",
     "allow_non_loopback",
     "managed_policy",
+    "approval_wait",
+    "approval_ttl",
+    "approval_retention",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",
@@ -51,6 +54,9 @@ struct RawHub {
     max_message_bytes: Option<Spanned<i64>>,
     allow_non_loopback: Option<bool>,
     managed_policy: Option<String>,
+    approval_wait: Option<Spanned<String>>,
+    approval_ttl: Option<Spanned<String>>,
+    approval_retention: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +108,25 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
         }
         let base = path.parent().unwrap_or(Path::new("."));
         hub.managed_policy = h.managed_policy.map(|p| base.join(p));
+        if let Some(t) = h.approval_wait {
+            hub.approval_wait = duration(path, text, "hub.approval_wait", &t)?;
+        }
+        if let Some(t) = h.approval_ttl {
+            hub.approval_ttl = duration(path, text, "hub.approval_ttl", &t)?;
+        }
+        if let Some(t) = h.approval_retention {
+            hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
+        }
+        if hub.approval_ttl <= hub.approval_wait {
+            return Err(ConfigError::at(
+                path,
+                text,
+                None,
+                Some("hub.approval_ttl".into()),
+                "approval_ttl must be longer than approval_wait, or a call could still wait on an approval nobody can give",
+                "set approval_ttl above approval_wait (defaults: 120s and 90s)",
+            ));
+        }
     }
 
     let base = path.parent().unwrap_or(Path::new("."));

@@ -28,7 +28,9 @@ fn setup() -> (tempfile::TempDir, std::sync::Arc<SqliteStore>) {
 #[test]
 fn approval_is_single_use() {
     let (_d, store) = setup();
-    let p = store.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+    let p = store
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
     let id = p.id.clone();
     assert_eq!(
         record_decision(store.path(), &id, "me", Choice::AllowOnce, "cli").unwrap(),
@@ -54,7 +56,9 @@ fn approval_is_single_use() {
 #[test]
 fn other_principal_cannot_decide() {
     let (_d, store) = setup();
-    let p = store.ledger_create(&call("alice"), 60_000, 86_400_000).unwrap();
+    let p = store
+        .ledger_create(&call("alice"), 60_000, 86_400_000)
+        .unwrap();
     assert_eq!(
         record_decision(store.path(), &p.id, "mallory", Choice::AllowOnce, "cli").unwrap(),
         Recorded::NotFound
@@ -80,7 +84,9 @@ fn decision_at_expiry_has_one_winner() {
     // exactly one of the two outcomes, and both sides agree which.
     let (_d, store) = setup();
     for _ in 0..50 {
-        let p = store.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+        let p = store
+            .ledger_create(&call("me"), 60_000, 86_400_000)
+            .unwrap();
         let id = p.id.clone();
         let path = store.path().to_path_buf();
         let person = std::thread::spawn(move || {
@@ -99,26 +105,40 @@ fn decision_at_expiry_has_one_winner() {
 #[test]
 fn executing_at_crash_is_never_rerun() {
     let (_d, store) = setup();
-    let p = store.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+    let p = store
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
     record_decision(store.path(), &p.id, "me", Choice::AllowOnce, "cli").unwrap();
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!()
     };
     let _running = store.ledger_claim(a).unwrap().unwrap();
-    let waiting = store.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+    let waiting = store
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
     // The hub dies here; on the next start:
     assert_eq!(store.ledger_recover().unwrap(), (1, 1));
     let rows = store.ledger_list(true).unwrap();
-    assert!(rows.iter().any(|r| r.state == "failed" && r.detail == "interrupted, not retried"));
-    assert!(matches!(store.ledger_look(waiting).unwrap(), Waited::Expired));
+    assert!(
+        rows.iter()
+            .any(|r| r.state == "failed" && r.detail == "interrupted, not retried")
+    );
+    assert!(matches!(
+        store.ledger_look(waiting).unwrap(),
+        Waited::Expired
+    ));
 }
 
 #[test]
 fn terminal_rows_lose_their_arguments_after_retention() {
     let (_d, store) = setup();
-    let p = store.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+    let p = store
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
     record_decision(store.path(), &p.id, "me", Choice::Deny, "cli").unwrap();
-    let live = store.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+    let live = store
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
     // Retention of 1 ms: the next insert sweeps the denied row, not the live one.
     store.ledger_create(&call("me"), 60_000, 1).unwrap();

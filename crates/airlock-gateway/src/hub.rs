@@ -46,6 +46,9 @@ struct InFlight {
 
 pub struct Hub {
     pub config: Config,
+    /// Who this hub acts for; approvals belong to this principal.
+    pub principal: String,
+    approval_waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     policy: RwLock<Arc<PolicyState>>,
     reviewed: Mutex<ReviewedCache>,
     pub sources: Vec<Arc<Source>>,
@@ -56,6 +59,14 @@ pub struct Hub {
     pub(crate) parked: ParkedCalls,
     next_id: AtomicU64,
     pub shutdown: CancellationToken,
+}
+
+/// The principal approvals belong to: `AIRLOCK_PRINCIPAL`, else the OS user.
+pub fn principal() -> String {
+    std::env::var("AIRLOCK_PRINCIPAL")
+        .or_else(|_| std::env::var("USER"))
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "local".into())
 }
 
 /// What decides calls, replaced whole on reload.
@@ -127,6 +138,8 @@ impl Hub {
                 })
                 .collect();
             Hub {
+                principal: principal(),
+                approval_waiters: Mutex::new(HashMap::new()),
                 policy: RwLock::new(Arc::new(PolicyState::new(&config))),
                 reviewed: Mutex::new(ReviewedCache::default()),
                 config,
@@ -140,10 +153,49 @@ impl Hub {
                 shutdown,
             }
         });
+        match hub.store.ledger_recover() {
+            Ok((0, 0)) => {}
+            Ok((failed, expired)) => tracing::warn!(
+                failed,
+                expired,
+                "approvals left from a previous run: executing calls marked failed (never re-run), pending ones expired"
+            ),
+            Err(e) => tracing::error!(error = %e, "cannot recover the approval ledger"),
+        }
         for source in &hub.sources {
             tokio::spawn(source.clone().run());
         }
         hub
+    }
+
+    /// The wake-up for one pending approval.
+    pub(crate) fn approval_waiter(&self, id: &str) -> Arc<tokio::sync::Notify> {
+        self.approval_waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    pub(crate) fn forget_approval_waiter(&self, id: &str) {
+        self.approval_waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    /// A human channel recorded a decision on `id`: wake its call. Waking
+    /// decides nothing; the call reads the ledger to learn what happened.
+    pub fn wake_approval(&self, id: &str) {
+        if let Some(n) = self
+            .approval_waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            n.notify_one();
+        }
     }
 
     /// Waits (at most `limit`) until every source is ready or has failed once.

@@ -73,7 +73,9 @@ pub struct Executing {
 #[derive(Debug)]
 pub enum Waited {
     Approved(Approved),
-    Denied { by: String },
+    Denied {
+        by: String,
+    },
     Expired,
     /// Still pending (woken for another reason); keep waiting.
     Pending(Pending),

@@ -25,6 +25,8 @@ pub(crate) enum Outcome {
     Failed(String),
     /// Policy did not allow the call; it never reached the source.
     Blocked { action: Action, reason: String },
+    /// A person declined, or did not decide in time; it never ran.
+    Declined(&'static str),
 }
 
 impl Outcome {
@@ -36,6 +38,9 @@ impl Outcome {
             Outcome::Refused(e) => Err(e),
             Outcome::Failed(why) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
                 ContentBlock::text(format!("airlock: {why}")),
+            ]))),
+            Outcome::Declined(text) => Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text(text),
             ]))),
             // Stable wording, so a model can tell a decision from a failure
             // and does not retry it.

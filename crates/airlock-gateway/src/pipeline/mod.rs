@@ -5,6 +5,7 @@
 //! record. Guards still to come (approval, credentials, scrubbing) are steps
 //! of their own between deciding and forwarding, and after forwarding.
 
+mod approval;
 pub(crate) mod decide;
 mod forward;
 pub(crate) mod input;
@@ -43,7 +44,7 @@ pub(crate) struct ToolCall {
     pub started_at_ms: i64,
 }
 
-pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolResponse, ErrorData> {
+pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolResponse, ErrorData> {
     // 1. Which source and upstream tool the exposed name means.
     let target = resolve::tool(hub, &call.params.name)?;
     // 2. Exactly one decision, recorded; only allow goes on. A retry that
@@ -53,19 +54,47 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
         .request_state
         .as_deref()
         .is_some_and(|s| s.starts_with(input::STATE_PREFIX));
+    let mut claim = None;
     if !resuming {
         let decision = decide::call(hub, &call, &target);
-        if decision.action != Action::Allow {
-            return Outcome::Blocked {
-                action: decision.action,
-                reason: decision.reason,
+        match decision.action {
+            Action::Allow => {}
+            Action::Deny => {
+                return Outcome::Blocked {
+                    action: Action::Deny,
+                    reason: decision.reason,
+                }
+                .into_response();
             }
-            .into_response();
+            // 2b. A person decides; the call then runs with the stored
+            //     arguments, never what the client sends later.
+            Action::Ask => match approval::ask(hub, &call, &target, &decision).await {
+                approval::Approval::Granted {
+                    executing,
+                    arguments,
+                } => {
+                    call.params.arguments = Some(arguments);
+                    claim = Some(executing);
+                }
+                approval::Approval::Refused(outcome) => return outcome.into_response(),
+            },
         }
     }
     // 3. Call the source within its time and size budget.
     let outcome = forward::tool(hub, &call, &target).await;
-    // 4. Record how it ended.
+    // 4. Record how it ended; an approval is spent whatever happened.
     record::call(hub, &call, &target, &outcome);
+    if let Some(executing) = claim {
+        let (ok, detail) = match &outcome {
+            Outcome::Answered(_) => (true, String::new()),
+            Outcome::Refused(e) => (false, e.message.to_string()),
+            Outcome::Failed(why) => (false, why.clone()),
+            Outcome::Blocked { reason, .. } => (false, reason.clone()),
+            Outcome::Declined(text) => (false, text.to_string()),
+        };
+        if let Err(e) = hub.store.ledger_finish(executing, ok, &detail) {
+            tracing::error!(error = %e, "cannot record how an approved call ended");
+        }
+    }
     outcome.into_response()
 }

@@ -19,7 +19,7 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target, outcome: &Outcom
             format!("upstream error {}: {}", e.code.0, e.message),
         ),
         Outcome::Failed(why) => ("failed", why.clone()),
-        Outcome::Blocked { .. } => return,
+        Outcome::Blocked { .. } | Outcome::Declined(_) => return,
     };
     let source = hub.sources[target.source].name();
     let record = AuditRecord {

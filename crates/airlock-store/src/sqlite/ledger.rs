@@ -149,7 +149,12 @@ pub(super) fn refuse(conn: &Connection, approved: Approved, why: &str) -> Result
     Ok(())
 }
 
-pub(super) fn finish(conn: &Connection, executing: Executing, ok: bool, detail: &str) -> Result<()> {
+pub(super) fn finish(
+    conn: &Connection,
+    executing: Executing,
+    ok: bool,
+    detail: &str,
+) -> Result<()> {
     conn.execute(
         "UPDATE approvals SET state = ?2, detail = ?3 WHERE id = ?1 AND state = 'executing'",
         params![executing.id, if ok { "executed" } else { "failed" }, detail],

@@ -1,0 +1,267 @@
+//! Step 2b: a call that asks waits for a person.
+//!
+//! The call is frozen into a pending ledger row; a person decides through a
+//! human channel (today the CLI: `airlock approve ID` / `airlock deny ID`),
+//! which records the decision in the ledger (`airlock-decision`, a crate
+//! this one does not depend on) and wakes this wait through the control
+//! socket. Then policy is checked again, the approval is claimed once, and
+//! the call runs with the stored arguments, never anything resent.
+
+use std::time::Duration;
+
+use airlock_config::Action;
+use airlock_policy::{Decision, contract};
+use airlock_store::ledger::{Executing, Expiry, FrozenCall, Pending, Waited};
+use airlock_store::{AuditKind, AuditRecord, now_ms};
+use rmcp::model::{JsonObject, ProgressNotificationParam};
+use serde_json::Value;
+
+use super::{Outcome, Target, ToolCall, decide};
+use crate::hub::Hub;
+
+/// What the model is told, word for word, so it can tell a person's
+/// decision from a failure.
+pub const DECLINED: &str = "The user declined this tool call.";
+pub const TIMED_OUT: &str = "The user did not approve this tool call in time.";
+
+/// Keep-alive cadence while a call waits (below common 30–60 s idle limits).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+pub(crate) enum Approval {
+    /// A person approved; the claim is held and these are the arguments
+    /// to send (the stored copy).
+    Granted {
+        executing: Executing,
+        arguments: JsonObject,
+    },
+    Refused(Outcome),
+}
+
+pub(crate) async fn ask(
+    hub: &Hub,
+    call: &ToolCall,
+    target: &Target,
+    decision: &Decision,
+) -> Approval {
+    let source = hub.sources[target.source].name();
+    let args = Value::Object(call.params.arguments.clone().unwrap_or_default());
+    let catalog = hub.catalog();
+    let description = catalog
+        .contract(&call.params.name)
+        .and_then(|c| c.definition.get("description").and_then(Value::as_str))
+        .map(first_sentence)
+        .unwrap_or_default();
+    let frozen = FrozenCall {
+        principal: hub.principal.clone(),
+        session: call.session.to_string(),
+        source: source.to_string(),
+        connection: hub.policy().connection(source).to_string(),
+        tool: call.params.name.to_string(),
+        upstream: target.upstream_name.clone(),
+        arguments: contract::canonical(&args),
+        args_digest: contract::digest_value(&args),
+        reason: decision.reason.clone(),
+        description,
+    };
+    let settings = &hub.config.hub;
+    let pending = match hub.store.ledger_create(
+        &frozen,
+        settings.approval_ttl.as_millis() as i64,
+        settings.approval_retention.as_millis() as i64,
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot record a pending approval");
+            return Approval::Refused(Outcome::Failed(
+                "the approval could not be recorded, so the call did not run".into(),
+            ));
+        }
+    };
+    let id = pending.id.clone();
+    // The person running the hub sees this; the model never gets the id.
+    tracing::warn!(
+        tool = %frozen.tool,
+        "approval needed: run `airlock approve {id}` or `airlock deny {id}` (`airlock pending` lists them)"
+    );
+    let wake = hub.approval_waiter(&id);
+    let outcome = wait(hub, call, pending, &wake).await;
+    hub.forget_approval_waiter(&id);
+    outcome
+}
+
+async fn wait(
+    hub: &Hub,
+    call: &ToolCall,
+    mut pending: Pending,
+    wake: &tokio::sync::Notify,
+) -> Approval {
+    let deadline = tokio::time::Instant::now() + hub.config.hub.approval_wait;
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.tick().await;
+    let mut ticks = 0u32;
+    loop {
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                return match hub.store.ledger_expire(pending) {
+                    Ok(Expiry::Expired) => {
+                        audit(hub, call, "expired", "no decision in time");
+                        Approval::Refused(Outcome::Declined(TIMED_OUT))
+                    }
+                    // A decision committed at the last moment: it wins.
+                    Ok(Expiry::DecisionWon(w)) => settle(hub, call, w).unwrap_or_else(|| {
+                        Approval::Refused(Outcome::Declined(TIMED_OUT))
+                    }),
+                    Err(e) => Approval::Refused(Outcome::Failed(format!("the approval could not be read: {e}"))),
+                };
+            }
+            _ = keep_alive.tick() => {
+                ticks += 1;
+                keep_client_waiting(call, ticks).await;
+                continue;
+            }
+            _ = call.cancelled.cancelled() => {
+                let _ = hub.store.ledger_expire(pending);
+                return Approval::Refused(Outcome::Failed("the client cancelled the call".into()));
+            }
+        }
+        match hub.store.ledger_look(pending) {
+            Ok(Waited::Pending(p)) => pending = p,
+            Ok(w) => {
+                if let Some(done) = settle(hub, call, w) {
+                    return done;
+                }
+                return Approval::Refused(Outcome::Declined(TIMED_OUT));
+            }
+            Err(e) => {
+                return Approval::Refused(Outcome::Failed(format!(
+                    "the approval could not be read: {e}"
+                )));
+            }
+        }
+    }
+}
+
+/// Turns a decided row into the call's fate. `None` for a row still pending.
+fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
+    Some(match waited {
+        Waited::Pending(_) => return None,
+        Waited::Denied { by } => {
+            audit(hub, call, "declined", &format!("by {by}"));
+            Approval::Refused(Outcome::Declined(DECLINED))
+        }
+        Waited::Expired | Waited::Missing => {
+            audit(hub, call, "expired", "no decision in time");
+            Approval::Refused(Outcome::Declined(TIMED_OUT))
+        }
+        Waited::Approved(approved) => {
+            let stored: JsonObject =
+                serde_json::from_str(&approved.call.arguments).unwrap_or_default();
+            // Policy again, on the stored call: a rule added while the
+            // call waited is enforced.
+            let Some(route) = hub.catalog().tool(&approved.call.tool).cloned() else {
+                let _ = hub.store.ledger_refuse(approved, "the tool is gone");
+                return Some(Approval::Refused(Outcome::Failed(
+                    "the tool is no longer offered by its source".into(),
+                )));
+            };
+            let now = decide::evaluate(
+                hub,
+                &hub.catalog(),
+                &approved.call.tool,
+                route.source,
+                &route.upstream_name,
+                Some(&Value::Object(stored.clone())),
+            );
+            if now.action == Action::Deny {
+                audit(hub, call, "denied-at-approval", &now.reason);
+                let _ = hub
+                    .store
+                    .ledger_refuse(approved, &format!("denied at approval: {}", now.reason));
+                return Some(Approval::Refused(Outcome::Blocked {
+                    action: Action::Deny,
+                    reason: format!(
+                        "denied when approved, because the policy changed while it waited: {}",
+                        now.reason
+                    ),
+                }));
+            }
+            let by = approved.call.principal.clone();
+            match hub.store.ledger_claim(approved) {
+                Ok(Some(executing)) => {
+                    audit(hub, call, "approved", &format!("by {by}"));
+                    Approval::Granted {
+                        executing,
+                        arguments: stored,
+                    }
+                }
+                Ok(None) => {
+                    Approval::Refused(Outcome::Failed("this approval was already used".into()))
+                }
+                Err(e) => Approval::Refused(Outcome::Failed(format!(
+                    "the approval could not be claimed: {e}"
+                ))),
+            }
+        }
+    })
+}
+
+/// Progress while waiting, for clients that asked for progress: a sign of
+/// life that also tells the user what the pause is.
+async fn keep_client_waiting(call: &ToolCall, ticks: u32) {
+    let Some(token) = call.progress.clone() else {
+        return;
+    };
+    let params: Result<ProgressNotificationParam, _> = serde_json::from_value(serde_json::json!({
+        "progressToken": token,
+        "progress": ticks,
+        "message": "waiting for the user's approval",
+    }));
+    if let Ok(p) = params {
+        let _ = call.peer.notify_progress(p).await;
+    }
+}
+
+fn audit(hub: &Hub, call: &ToolCall, what: &str, detail: &str) {
+    let source = hub
+        .catalog()
+        .tool(&call.params.name)
+        .map(|r| hub.sources[r.source].name().to_string())
+        .unwrap_or_default();
+    let record = AuditRecord {
+        at_ms: now_ms(),
+        kind: AuditKind::Decision,
+        call_id: call.id.to_string(),
+        connection: hub.policy().connection(&source).to_string(),
+        source,
+        tool: call.params.name.to_string(),
+        decision: what.into(),
+        step: "approval".into(),
+        layer: String::new(),
+        rule: "cli".into(),
+        reason: detail.into(),
+        args_digest: String::new(),
+        args_excerpt: String::new(),
+        outcome: String::new(),
+        duration_us: 0,
+        detail: String::new(),
+    };
+    if let Err(e) = hub.store.record_audit(record) {
+        tracing::error!(error = %e, "cannot record the approval outcome");
+    }
+}
+
+/// Up to the first sentence end (or line break), at most 300 characters.
+fn first_sentence(text: &str) -> String {
+    let mut end = text.len();
+    for (i, c) in text.char_indices() {
+        let after = &text[i + c.len_utf8()..];
+        if c == '\n'
+            || (matches!(c, '.' | '!' | '?') && (after.is_empty() || after.starts_with(' ')))
+        {
+            end = i + c.len_utf8();
+            break;
+        }
+    }
+    text[..end].trim().chars().take(300).collect()
+}

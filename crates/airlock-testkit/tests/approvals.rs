@@ -1,0 +1,279 @@
+//! Approvals end to end: a call that asks waits for a person at the CLI,
+//! and runs once, with the stored arguments, only if they approve.
+
+use std::time::Duration;
+
+use airlock_testkit::{Scratch, first_text};
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+const ASKING: &str = r#"
+[sources.fixture]
+command = "{fixture}"
+
+[[rules]]
+action = "ask"
+tool = "fixture__echo"
+"#;
+
+fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
+}
+
+/// The id of the one pending approval, once it appears.
+async fn pending_id(scratch: &Scratch) -> String {
+    for _ in 0..100 {
+        let out = scratch.airlock(&["pending"]).output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if let Some(line) = text.lines().find(|l| l.contains(" pending ")) {
+            return line.split_whitespace().next().unwrap().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no approval appeared");
+}
+
+async fn cli(scratch: &Scratch, args: &[&str]) -> (i32, String) {
+    let out = scratch.airlock(args).output().await.unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn approved_call_runs_once_with_the_stored_arguments() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(call("fixture__echo", json!({"text": "as asked"})))
+                .await
+        })
+    };
+    let id = pending_id(&scratch).await;
+    let (_, listed) = cli(&scratch, &["pending"]).await;
+    assert!(listed.contains("fixture__echo"), "{listed}");
+    assert!(listed.contains("Echo the text back."), "{listed}");
+    assert!(listed.contains(r#"{\"text\":\"as asked\"}"#), "{listed}");
+    // Other calls, waiting ones included, are not held up.
+    let other = client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&other), "calls");
+
+    let (code, said) = cli(&scratch, &["approve", &id]).await;
+    assert_eq!(code, 0, "{said}");
+    let r = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the approval woke the call")
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_text(&r), "as asked");
+    // Single use: approving again finds nothing.
+    let (code, said) = cli(&scratch, &["approve", &id]).await;
+    assert_eq!(code, 5, "{said}");
+    assert!(said.starts_with("not found"), "{said}");
+}
+
+#[tokio::test]
+async fn approval_sends_the_stored_request_not_the_form() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(call("fixture__echo", json!({"text": "from the client"})))
+                .await
+        })
+    };
+    let id = pending_id(&scratch).await;
+    // What the person reviewed is the ledger row; that, and only that, runs.
+    let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
+    db.execute(
+        "UPDATE approvals SET arguments = '{\"text\":\"as reviewed\"}' WHERE id = ?1",
+        [&id],
+    )
+    .unwrap();
+    cli(&scratch, &["approve", &id]).await;
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(first_text(&r), "as reviewed");
+}
+
+#[tokio::test]
+async fn denied_call_never_contacts_the_server() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(call("fixture__echo", json!({"text": "x"})))
+                .await
+        })
+    };
+    let id = pending_id(&scratch).await;
+    let (code, said) = cli(&scratch, &["deny", &id]).await;
+    assert_eq!(code, 0, "{said}");
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(first_text(&r), "The user declined this tool call.");
+    let seen = client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&seen), "calls");
+}
+
+#[tokio::test]
+async fn late_decision_is_expired() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(&format!(
+            "[hub]\napproval_wait = \"1s\"\napproval_ttl = \"2s\"\n{ASKING}"
+        ))
+        .await;
+    let client = scratch.stdio_client(&config, ()).await;
+    let r = client
+        .call_tool(call("fixture__echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        first_text(&r),
+        "The user did not approve this tool call in time."
+    );
+    let (_, all) = cli(&scratch, &["pending", "--all"]).await;
+    let id = all.split_whitespace().next().unwrap().to_string();
+    let (code, said) = cli(&scratch, &["approve", &id]).await;
+    assert_eq!(code, 4, "{said}");
+    assert!(said.starts_with("too late"), "{said}");
+    let seen = client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&seen), "calls");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn policy_change_before_approval_is_enforced() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let mut cmd = scratch.airlock(&["serve", "--config", &config.to_string_lossy()]);
+    cmd.stderr(std::process::Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let pid = transport.id().unwrap();
+    let client = std::sync::Arc::new(rmcp::ServiceExt::serve((), transport).await.unwrap());
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(call("fixture__echo", json!({"text": "x"})))
+                .await
+        })
+    };
+    let id = pending_id(&scratch).await;
+    // While it waits, the user denies the tool outright and reloads.
+    let body = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{body}\n[[rules]]\naction = \"deny\"\ntool = \"fixture__echo\"\n"),
+    )
+    .unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cli(&scratch, &["approve", &id]).await;
+    let r = waiting.await.unwrap().unwrap();
+    let text = first_text(&r);
+    assert!(text.starts_with("airlock: denied"), "{text}");
+    assert!(text.contains("policy changed while it waited"), "{text}");
+    let seen = client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&seen), "calls");
+}
+
+/// Exactly one crate records a decision, and the code that faces MCP
+/// clients cannot reach it: not in its dependency graph, not called from
+/// anywhere but the CLI's approval commands.
+#[test]
+fn only_the_decision_module_records() {
+    let metadata = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(metadata.status.success());
+    let m: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    let deps = |name: &str| -> Vec<String> {
+        m["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The closure of what MCP-facing crates depend on, within the workspace.
+    let mut seen = Vec::new();
+    let mut todo = vec![
+        "airlock-gateway".to_string(),
+        "airlock-upstream".to_string(),
+    ];
+    while let Some(p) = todo.pop() {
+        if seen.contains(&p) {
+            continue;
+        }
+        for d in deps(&p) {
+            if d.starts_with("airlock-") {
+                todo.push(d);
+            }
+        }
+        seen.push(p);
+    }
+    assert!(!seen.contains(&"airlock-decision".to_string()), "{seen:?}");
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let needle = concat!("record_", "decision(");
+    let mut callers = Vec::new();
+    let mut stack = vec![root.join("crates")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs")
+                && std::fs::read_to_string(&p).unwrap().contains(needle)
+            {
+                callers.push(p.canonicalize().unwrap());
+            }
+        }
+    }
+    let allowed = [
+        root.join("crates/airlock-decision/src/lib.rs"),
+        root.join("crates/airlock-decision/tests/ledger.rs"),
+        root.join("crates/airlock-cli/src/approvals.rs"),
+    ]
+    .map(|p| p.canonicalize().unwrap());
+    for c in &callers {
+        assert!(allowed.contains(c), "{} records a decision", c.display());
+    }
+}
