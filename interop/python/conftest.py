@@ -88,13 +88,18 @@ def review(dirs) -> None:
 
 @pytest.fixture(scope="session")
 def default_policy_dir(tmp_path_factory):
-    """server-filesystem behind airlock with no rules at all, reviewed."""
+    """server-filesystem behind airlock with no rules at all, reviewed;
+    nobody approves, so asking calls time out after a second."""
     base = tmp_path_factory.mktemp("airlock-default")
     files = base / "files"
     files.mkdir()
     config = base / "airlock.toml"
     config.write_text(
         f"""
+[hub]
+approval_wait = "1s"
+approval_ttl = "2s"
+
 [sources.fs]
 command = "{_npm_bin('mcp-server-filesystem')}"
 args = ["{files}"]

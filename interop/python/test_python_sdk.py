@@ -135,7 +135,7 @@ def test_default_policy_write_file_never_creates_its_file(default_policy_dir, mo
                 "fs__write_file", {"path": str(target_file), "content": "should not exist"}
             )
             assert result.is_error
-            assert text_of(result).startswith("airlock: approval required"), text_of(result)
+            assert text_of(result) == "The user did not approve this tool call in time.", text_of(result)
 
     anyio.run(run)
     assert not target_file.exists(), "write_file reached the server"

@@ -44,6 +44,7 @@ fn approval_is_single_use() {
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!("not approved")
     };
+    let a = *a;
     let again = airlock_store::ledger::Approved {
         id: a.id.clone(),
         call: a.call.clone(),
@@ -112,6 +113,7 @@ fn executing_at_crash_is_never_rerun() {
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!()
     };
+    let a = *a;
     let _running = store.ledger_claim(a).unwrap().unwrap();
     let waiting = store
         .ledger_create(&call("me"), 60_000, 86_400_000)

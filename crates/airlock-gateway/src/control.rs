@@ -33,10 +33,11 @@ pub async fn listen(hub: Arc<Hub>, path: PathBuf) -> std::io::Result<()> {
             let mut lines = tokio::io::BufReader::new(stream).lines();
             // One short line per wake-up; anything else is ignored.
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(id) = line.strip_prefix("decided ") {
-                    if id.len() <= 64 && id.chars().all(|c| c.is_ascii_hexdigit()) {
-                        hub.wake_approval(id);
-                    }
+                if let Some(id) = line.strip_prefix("decided ")
+                    && id.len() <= 64
+                    && id.chars().all(|c| c.is_ascii_hexdigit())
+                {
+                    hub.wake_approval(id);
                 }
             }
         });

@@ -72,7 +72,7 @@ pub struct Executing {
 /// Where a pending row stands when the waiting call looks.
 #[derive(Debug)]
 pub enum Waited {
-    Approved(Approved),
+    Approved(Box<Approved>),
     Denied {
         by: String,
     },

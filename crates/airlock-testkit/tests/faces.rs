@@ -214,13 +214,22 @@ async fn client_json_config_runs_unchanged() {
         read.description.as_deref().unwrap().contains("approval"),
         "{read:?}"
     );
-    let r = client.call_tool(read_note()).await.unwrap();
-    assert!(
-        first_text(&r).starts_with("airlock: approval required"),
-        "{}",
-        first_text(&r)
-    );
-    client.cancel().await.unwrap();
+    let client = std::sync::Arc::new(client);
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move { client.call_tool(read_note()).await })
+    };
+    let id = loop {
+        let out = scratch.airlock(&["pending"]).output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(line) = text.lines().find(|l| l.contains(" pending ")) {
+            break line.split_whitespace().next().unwrap().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    scratch.airlock(&["deny", &id]).output().await.unwrap();
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(first_text(&r), "The user declined this tool call.");
 
     let out = scratch
         .airlock(&["import", &json_path.to_string_lossy()])

@@ -50,12 +50,24 @@ async fn deny_never_reaches_the_server() {
     client.cancel().await.unwrap();
 }
 
+/// Why the last call asked, as the person sees it in `airlock pending --all`.
+async fn why_it_asked(scratch: &Scratch) -> String {
+    let out = scratch
+        .airlock(&["pending", "--all"])
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const SHORT_WAIT: &str = "[hub]\napproval_wait = \"1s\"\napproval_ttl = \"2s\"\n";
+
 #[tokio::test]
 async fn unreviewed_tool_asks_and_never_runs() {
     let scratch = Scratch::new();
     // A rule allows everything, but nobody has reviewed the tools yet.
     let config = scratch.config(&format!(
-        "{FIXTURE}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
+        "{SHORT_WAIT}{FIXTURE}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
     ));
     let client = scratch.stdio_client(&config, ()).await;
     let tools = client.list_all_tools().await.unwrap();
@@ -70,16 +82,11 @@ async fn unreviewed_tool_asks_and_never_runs() {
         .call_tool(call("fixture__echo", json!({"text": "x"})))
         .await
         .unwrap();
-    assert!(
-        first_text(&r).starts_with("airlock: approval required"),
-        "{}",
-        first_text(&r)
+    assert_eq!(
+        first_text(&r),
+        "The user did not approve this tool call in time."
     );
-    assert!(
-        first_text(&r).contains("not been reviewed"),
-        "{}",
-        first_text(&r)
-    );
+    assert!(why_it_asked(&scratch).await.contains("not been reviewed"));
     client.cancel().await.unwrap();
     // Reviewing pins the contracts, and the same call then runs.
     scratch.review(&config).await;
@@ -99,6 +106,10 @@ async fn changed_contract_asks_again_end_to_end() {
     // The server updates itself: same tool name, different description.
     let changed = scratch.config(
         r#"
+[hub]
+approval_wait = "1s"
+approval_ttl = "2s"
+
 [sources.fixture]
 command = "{fixture}"
 env = { FIXTURE_VARIANT = "2" }
@@ -114,9 +125,15 @@ source = "*"
         .call_tool(call("fixture__echo", json!({"text": "x"})))
         .await
         .unwrap();
-    let text = first_text(&r);
-    assert!(text.starts_with("airlock: approval required"), "{text}");
-    assert!(text.contains("changed since it was reviewed"), "{text}");
+    assert_eq!(
+        first_text(&r),
+        "The user did not approve this tool call in time."
+    );
+    assert!(
+        why_it_asked(&scratch)
+            .await
+            .contains("changed since it was reviewed")
+    );
     // Unchanged tools still run.
     assert_eq!(upstream_saw(&client).await, "calls");
     client.cancel().await.unwrap();

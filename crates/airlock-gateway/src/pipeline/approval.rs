@@ -155,6 +155,7 @@ fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
             Approval::Refused(Outcome::Declined(TIMED_OUT))
         }
         Waited::Approved(approved) => {
+            let approved = *approved;
             let stored: JsonObject =
                 serde_json::from_str(&approved.call.arguments).unwrap_or_default();
             // Policy again, on the stored call: a rule added while the

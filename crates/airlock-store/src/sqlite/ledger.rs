@@ -103,10 +103,10 @@ fn waited(row: Option<ApprovalRow>) -> Waited {
                 id: r.id,
                 expires_at_ms: r.expires_at_ms,
             }),
-            "approved" => Waited::Approved(Approved {
+            "approved" => Waited::Approved(Box::new(Approved {
                 id: r.id,
                 call: r.call,
-            }),
+            })),
             "denied" => Waited::Denied {
                 by: r.decided_by.unwrap_or_default(),
             },
