@@ -6,6 +6,8 @@
 //! Run it through `scripts/bench`, which builds in release mode and writes
 //! the report to `docs/benchmarks.md`.
 
+mod approvals;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -26,7 +28,7 @@ struct Options {
     proxies_dir: Option<PathBuf>,
 }
 
-fn bin(name: &str) -> PathBuf {
+pub(crate) fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("bench executable");
     exe.parent().expect("target dir").join(name)
 }
@@ -67,7 +69,7 @@ async fn wait_port(port: u16) -> anyhow::Result<()> {
 }
 
 /// Peak and current resident memory of a process, in MiB (Linux).
-fn rss_mib(pid: u32) -> Option<(f64, f64)> {
+pub(crate) fn rss_mib(pid: u32) -> Option<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -166,14 +168,20 @@ fn write_config(dir: &Path, sources: usize) -> anyhow::Result<PathBuf> {
     let path = dir.join(format!("bench-{sources}.toml"));
     std::fs::write(&path, text)?;
     // A person's review, once, so calls run (policy is on the measured path).
+    review(&path, &dir.join("home"))?;
+    Ok(path)
+}
+
+/// `airlock tools review --approve-all`, as a person would run it once.
+pub(crate) fn review(config: &Path, home: &Path) -> anyhow::Result<()> {
     let status = std::process::Command::new(bin("airlock"))
         .args(["tools", "review", "--approve-all", "--config"])
-        .arg(&path)
-        .env("AIRLOCK_HOME", dir.join("home"))
+        .arg(config)
+        .env("AIRLOCK_HOME", home)
         .stdout(Stdio::null())
         .status()?;
     anyhow::ensure!(status.success(), "airlock tools review failed");
-    Ok(path)
+    Ok(())
 }
 
 fn airlock(home: &Path, args: &[&str]) -> Command {
@@ -405,7 +413,11 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("start-to-ready with 10 sources");
     let (ready_direct, ready_hub) = start_to_ready(dir.path(), 10, 5).await?;
 
+    eprintln!("approvals");
+    let approvals = approvals::run(&dir.path().join("approvals"), 50, 1000).await?;
+
     report(&rows, &opts, ready_direct, ready_hub);
+    report_approvals(&approvals);
     Ok(())
 }
 
@@ -488,5 +500,33 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
     println!(
         "| RSS ≤ 30 MB | {rss:.1} MiB peak | {} |",
         verdict(rss <= 30.0, format!("{:.1} MiB", rss - 30.0))
+    );
+}
+
+fn report_approvals(a: &approvals::ApprovalReport) {
+    println!("\n### Approvals\n");
+    println!(
+        "Decision recorded (the same code `airlock approve` runs) → the call's answer at the client, over {} approvals; then {} calls waiting at once.\n",
+        a.samples, a.waiting
+    );
+    println!("| measure | value | target | |");
+    println!("| --- | ---: | ---: | --- |");
+    let met = |ok: bool| if ok { "met" } else { "missed" };
+    println!(
+        "| decision → answer p50 | {:.2} ms | ≤ 5 ms | {} |",
+        a.decision_to_answer_p50_ms,
+        met(a.decision_to_answer_p50_ms <= 5.0)
+    );
+    println!(
+        "| decision → answer p99 | {:.2} ms | | |",
+        a.decision_to_answer_p99_ms
+    );
+    println!(
+        "| hub CPU with {} calls waiting | {:.1} % | idle | |",
+        a.waiting, a.cpu_percent_while_waiting
+    );
+    println!(
+        "| hub RSS with {} calls waiting | {:.1} MiB | | |",
+        a.waiting, a.rss_mib_while_waiting
     );
 }

@@ -389,47 +389,33 @@ impl Hub {
     }
 
     fn persist_catalog(&self, source: &Source) {
+        fn entries<T: serde::Serialize>(
+            items: &[T],
+            key: impl Fn(&T) -> String,
+        ) -> Vec<(String, serde_json::Value)> {
+            items
+                .iter()
+                .map(|i| (key(i), serde_json::to_value(i).unwrap_or_default()))
+                .collect()
+        }
         let snap = source.snapshot();
-        let entries = |items: Vec<(String, serde_json::Value)>| items;
-        let tools = entries(
-            snap.tools
-                .iter()
-                .map(|t| {
-                    (
-                        t.name.to_string(),
-                        serde_json::to_value(t).unwrap_or_default(),
-                    )
-                })
-                .collect(),
-        );
-        let prompts = entries(
-            snap.prompts
-                .iter()
-                .map(|p| (p.name.clone(), serde_json::to_value(p).unwrap_or_default()))
-                .collect(),
-        );
-        let resources = entries(
-            snap.resources
-                .iter()
-                .map(|r| (r.uri.clone(), serde_json::to_value(r).unwrap_or_default()))
-                .collect(),
-        );
-        let templates = entries(
-            snap.resource_templates
-                .iter()
-                .map(|r| {
-                    (
-                        r.uri_template.clone(),
-                        serde_json::to_value(r).unwrap_or_default(),
-                    )
-                })
-                .collect(),
-        );
         for (kind, items) in [
-            (CatalogKind::Tool, tools),
-            (CatalogKind::Prompt, prompts),
-            (CatalogKind::Resource, resources),
-            (CatalogKind::ResourceTemplate, templates),
+            (
+                CatalogKind::Tool,
+                entries(&snap.tools, |t| t.name.to_string()),
+            ),
+            (
+                CatalogKind::Prompt,
+                entries(&snap.prompts, |p| p.name.clone()),
+            ),
+            (
+                CatalogKind::Resource,
+                entries(&snap.resources, |r| r.uri.clone()),
+            ),
+            (
+                CatalogKind::ResourceTemplate,
+                entries(&snap.resource_templates, |r| r.uri_template.clone()),
+            ),
         ] {
             if let Err(e) = self.store.replace_catalog(source.name(), kind, &items) {
                 tracing::error!(source = source.name(), error = %e, "cannot save the catalog");

@@ -97,6 +97,28 @@ impl Scratch {
         );
     }
 
+    /// The id of the first pending approval, once one appears (as a person
+    /// would read it from `airlock pending`).
+    pub async fn pending_id(&self) -> String {
+        for _ in 0..200 {
+            let out = self
+                .airlock(&["pending"])
+                .output()
+                .await
+                .expect("airlock pending");
+            let text = String::from_utf8_lossy(&out.stdout);
+            if let Some(line) = text.lines().find(|l| l.contains(" pending ")) {
+                return line
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no approval appeared");
+    }
+
     /// `airlock serve --config <config>` as a command, with this data dir.
     pub fn airlock(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("airlock"));
@@ -128,6 +150,12 @@ impl Scratch {
 
 fn toml_str(p: &Path) -> String {
     p.to_string_lossy().replace('\\', "\\\\")
+}
+
+/// A `tools/call` with JSON arguments.
+pub fn call(name: &str, args: serde_json::Value) -> rmcp::model::CallToolRequestParams {
+    rmcp::model::CallToolRequestParams::new(name.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default())
 }
 
 /// A loopback address with a port that was free a moment ago.

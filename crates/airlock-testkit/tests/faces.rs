@@ -219,14 +219,7 @@ async fn client_json_config_runs_unchanged() {
         let client = client.clone();
         tokio::spawn(async move { client.call_tool(read_note()).await })
     };
-    let id = loop {
-        let out = scratch.airlock(&["pending"]).output().await.unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if let Some(line) = text.lines().find(|l| l.contains(" pending ")) {
-            break line.split_whitespace().next().unwrap().to_string();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let id = scratch.pending_id().await;
     scratch.airlock(&["deny", &id]).output().await.unwrap();
     let r = waiting.await.unwrap().unwrap();
     assert_eq!(first_text(&r), "The user declined this tool call.");

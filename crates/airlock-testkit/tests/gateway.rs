@@ -5,10 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_testkit::{RawStdio, Scratch, first_text};
+use airlock_testkit::{RawStdio, Scratch, call, first_text};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, Implementation, ProgressNotificationParam, ReadResourceRequestParams,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, ProgressNotificationParam, ReadResourceRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData};
@@ -66,11 +66,6 @@ impl ClientHandler for Client {
         self.progress.lock().unwrap().push(params);
     }
 }
-
-fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
-}
-
 #[tokio::test]
 async fn every_source_is_listed_under_its_prefix() {
     let scratch = Scratch::new();

@@ -1,14 +1,8 @@
 //! Policy end to end: the real binary deciding calls to a real upstream
 //! process, and recording every decision.
 
-use airlock_testkit::{Scratch, first_text};
-use rmcp::model::CallToolRequestParams;
+use airlock_testkit::{Scratch, call, first_text};
 use serde_json::json;
-
-fn call(name: &str, args: serde_json::Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(name.to_string()).with_arguments(args.as_object().unwrap().clone())
-}
-
 const FIXTURE: &str = r#"
 [sources.fixture]
 command = "{fixture}"

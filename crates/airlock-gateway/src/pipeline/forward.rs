@@ -1,7 +1,7 @@
 //! Step 2: send the call to its source and wait, within budget.
 
 use airlock_config::Action;
-use airlock_upstream::UpstreamError;
+use airlock_upstream::{PendingCall, UpstreamError};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{Target, ToolCall, input};
-use crate::hub::Hub;
+use crate::hub::{Hub, InFlightGuard};
 use crate::versions;
 
 /// How the upstream call ended.
@@ -104,22 +104,38 @@ fn answered(result: Result<CallToolResponse, UpstreamError>) -> Outcome {
     }
 }
 
+type Started = (
+    InFlightGuard,
+    Option<mpsc::UnboundedReceiver<ProgressNotificationParam>>,
+    PendingCall,
+);
+
+/// Registers the call as in flight, then sends it. Registered first, so a
+/// request the source makes of the client during this call finds its way
+/// back to this client.
+async fn send(
+    hub: &Arc<Hub>,
+    call: &ToolCall,
+    target: &Target,
+    input: Option<mpsc::UnboundedSender<input::InputNeeded>>,
+) -> Result<Started, Outcome> {
+    let (in_flight, progress) = hub.begin_call(target.source, call, input);
+    let timeout = hub.call_timeout(target.source);
+    let pending = hub.sources[target.source]
+        .start_call(upstream_params(call, target), timeout)
+        .await
+        .map_err(|e| Outcome::Failed(e.to_string()))?;
+    in_flight.set_upstream_token(pending.progress_token.clone());
+    Ok((in_flight, progress, pending))
+}
+
 /// The call lives inside this client request: requests the source makes of
 /// the client go straight to it, and progress is relayed in order.
 async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
-    let source = &hub.sources[target.source];
-    // Registered before sending, so a request the source makes of the
-    // client during this call finds its way back to this client.
-    let (in_flight, mut progress) = hub.begin_call(target.source, call, None);
-    let timeout = hub.call_timeout(target.source);
-    let pending = match source
-        .start_call(upstream_params(call, target), timeout)
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => return Outcome::Failed(e.to_string()),
+    let (in_flight, mut progress, pending) = match send(hub, call, target, None).await {
+        Ok(started) => started,
+        Err(failed) => return failed,
     };
-    in_flight.set_upstream_token(pending.progress_token.clone());
     // Dropping `pending` on cancel tells the source to stop.
     let finish = pending.finish();
     tokio::pin!(finish);
@@ -148,18 +164,12 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
 /// For 2026-07-28 clients: the call runs in a task of its own so it can
 /// outlive this client request while the client answers an input request.
 async fn detached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
-    let source = &hub.sources[target.source];
     let (input_tx, input_rx) = mpsc::unbounded_channel();
-    let (in_flight, _) = hub.begin_call(target.source, call, Some(input_tx));
     let timeout = hub.call_timeout(target.source);
-    let pending = match source
-        .start_call(upstream_params(call, target), timeout)
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => return Outcome::Failed(e.to_string()),
+    let (in_flight, _, pending) = match send(hub, call, target, Some(input_tx)).await {
+        Ok(started) => started,
+        Err(failed) => return failed,
     };
-    in_flight.set_upstream_token(pending.progress_token.clone());
     let (done_tx, done_rx) = oneshot::channel();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
