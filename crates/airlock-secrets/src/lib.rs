@@ -1,0 +1,16 @@
+//! Secrets: stored by a person, referenced by name in config, and kept out
+//! of everything that leaves airlock (I1).
+//!
+//! [`Scrubber`] replaces every registered value with `[secret]` in the forms
+//! an upstream might echo it back in: raw; base64, standard and URL-safe,
+//! padded or not, at every byte alignment (a secret inside a longer encoded
+//! string is encoded differently depending on where it starts);
+//! URL-encoded; JSON-escaped. One Aho-Corasick automaton matches all of
+//! them in a single pass. [`StreamScrubber`] does the same over a stream
+//! of chunks, so a value split across two chunks is still caught.
+
+mod scrub;
+mod store;
+
+pub use scrub::{REDACTED, Scrubber, StreamScrubber};
+pub use store::{FileStore, SecretError, SecretStore, SecretValue, resolve, valid_name};
