@@ -33,10 +33,11 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let secrets = home::hub_secrets()?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let timeout = config.hub.connect_timeout;
-        let hub = Hub::start(config, store);
+        let hub = Hub::start(config, store, secrets);
         hub.settled(timeout).await;
         for s in &hub.sources {
             let state = s.state();

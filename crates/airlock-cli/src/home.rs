@@ -33,3 +33,16 @@ pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<(Config, String)> 
         "the built-in demo config (one source: the demo notebook)".into(),
     ))
 }
+
+/// Where secrets are kept: the OS keychain is not wired in yet, so the
+/// private file in the data directory, said aloud wherever it is used.
+pub fn secret_store() -> anyhow::Result<airlock_secrets::FileStore> {
+    Ok(airlock_secrets::FileStore::in_dir(&data_dir()?))
+}
+
+/// The hub's secrets: references resolve from the secret store.
+pub fn hub_secrets() -> anyhow::Result<std::sync::Arc<airlock_gateway::secrets::HubSecrets>> {
+    Ok(airlock_gateway::secrets::HubSecrets::new(Box::new(
+        secret_store()?,
+    )))
+}

@@ -7,6 +7,7 @@ mod doctor;
 mod home;
 mod import;
 mod policy;
+mod secret;
 mod serve;
 mod status;
 mod tools;
@@ -62,6 +63,11 @@ enum Command {
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
+    /// Store, list or remove secrets that config refers to by name.
+    Secret {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
     /// List the calls waiting for your approval.
     Pending {
         /// Every approval, decided ones included.
@@ -115,6 +121,16 @@ enum ToolsCommand {
 }
 
 #[derive(Subcommand)]
+enum SecretCommand {
+    /// Store a secret: typed at a masked prompt, or piped on stdin.
+    Set { name: String },
+    /// The names of stored secrets (never their values).
+    List,
+    /// Forget a secret.
+    Rm { name: String },
+}
+
+#[derive(Subcommand)]
 enum PolicyCommand {
     /// Validate the config and managed policy without serving.
     Check {
@@ -146,6 +162,11 @@ fn main() -> ExitCode {
         Command::Import { file, out } => import::run(&file, out.as_deref()),
         Command::Status { calls } => status::run(calls),
         Command::Doctor { config } => doctor::run(config),
+        Command::Secret { command } => match command {
+            SecretCommand::Set { name } => secret::set(&name),
+            SecretCommand::List => secret::list(),
+            SecretCommand::Rm { name } => secret::rm(&name),
+        },
         Command::Pending { all } => approvals::pending(all),
         Command::Approve { id } => approvals::decide(&id, airlock_decision::Choice::AllowOnce),
         Command::Deny { id } => approvals::decide(&id, airlock_decision::Choice::Deny),

@@ -35,7 +35,7 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
     runtime.block_on(async move {
         let connect_timeout = config.hub.connect_timeout;
         let sources = config.sources.len();
-        let hub = Hub::start(config, store);
+        let hub = Hub::start(config, store, home::hub_secrets()?);
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));
         let control = airlock_gateway::control::socket_path(&data_dir);

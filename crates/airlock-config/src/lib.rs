@@ -11,6 +11,7 @@
 //! fix. This crate does no I/O beyond reading the file it is given and knows
 //! nothing about MCP; the hub decides what to do with a valid config.
 
+mod credentials;
 mod error;
 mod import;
 mod model;
@@ -20,6 +21,7 @@ mod rules;
 
 pub use rules::{compile_glob, compile_regex};
 
+pub use credentials::looks_like_credential;
 pub use error::ConfigError;
 pub use import::{ImportOutput, import_json};
 pub use model::{

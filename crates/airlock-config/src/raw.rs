@@ -181,6 +181,10 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                         "name the program to run, e.g. command = \"npx\"".into(),
                     ));
                 }
+                for (k, v) in &s.env {
+                    crate::credentials::check(k, v)
+                        .map_err(|(m, f)| err(span.start, format!("{key}.env.{k}"), m, f))?;
+                }
                 Transport::Stdio {
                     command: command.into_inner(),
                     args: s.args,
@@ -199,6 +203,10 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                 }
                 check_url(url.get_ref())
                     .map_err(|(m, f)| err(url.span().start, format!("{key}.url"), m, f))?;
+                for (k, v) in &s.headers {
+                    crate::credentials::check(k, v)
+                        .map_err(|(m, f)| err(span.start, format!("{key}.headers.{k}"), m, f))?;
+                }
                 Transport::Http {
                     url: url.into_inner(),
                     headers: s.headers,

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::Catalog;
 use crate::pipeline::ToolCall;
 use crate::pipeline::input::{InputNeeded, ParkedCalls, client_supports};
+use crate::secrets::HubSecrets;
 
 pub type SessionId = u64;
 
@@ -53,6 +54,7 @@ pub struct Hub {
     reviewed: Mutex<ReviewedCache>,
     pub sources: Vec<Arc<Source>>,
     pub store: Arc<dyn Store>,
+    pub secrets: Arc<HubSecrets>,
     catalog: RwLock<Arc<Catalog>>,
     sessions: Mutex<HashMap<SessionId, Peer<RoleServer>>>,
     inflight: Mutex<HashMap<u64, InFlight>>,
@@ -120,7 +122,7 @@ struct Link(Weak<Hub>);
 impl Hub {
     /// Builds the hub and starts every source in parallel. Returns at once;
     /// use [`Hub::settled`] to wait for the first attempt of each.
-    pub fn start(config: Config, store: Arc<dyn Store>) -> Arc<Hub> {
+    pub fn start(config: Config, store: Arc<dyn Store>, secrets: Arc<HubSecrets>) -> Arc<Hub> {
         let shutdown = CancellationToken::new();
         let hub = Arc::new_cyclic(|weak: &Weak<Hub>| {
             let link: Arc<dyn Downstream> = Arc::new(Link(weak.clone()));
@@ -133,6 +135,7 @@ impl Hub {
                         config.hub.connect_timeout,
                         config.hub.max_message_bytes,
                         link.clone(),
+                        secrets.clone(),
                         shutdown.child_token(),
                     )
                 })
@@ -145,6 +148,7 @@ impl Hub {
                 config,
                 sources,
                 store,
+                secrets,
                 catalog: RwLock::new(Arc::new(Catalog::default())),
                 sessions: Mutex::new(HashMap::new()),
                 inflight: Mutex::new(HashMap::new()),
@@ -517,6 +521,11 @@ impl Downstream for Link {
                 return Err(ErrorData::internal_error("unknown source", None));
             };
             let refuse = |why: String| ErrorData::invalid_request(format!("airlock: {why}"), None);
+            // What a server asks of the person may quote its credentials.
+            let request = hub
+                .secrets
+                .scrub_as(request)
+                .map_err(|e| refuse(format!("the request could not be scrubbed: {e}")))?;
             let timeout = hub.call_timeout(index);
             match hub.route_for(index).map_err(refuse)? {
                 Route::Park(tx) => {
@@ -567,6 +576,7 @@ impl Downstream for Link {
 
     fn log(&self, source: &str, mut params: LoggingMessageNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
+        hub.secrets.scrub_value(&mut params.data);
         let logger = params.logger.take().unwrap_or_default();
         params.logger = Some(if logger.is_empty() {
             source.to_string()

@@ -15,6 +15,7 @@ pub mod faces;
 pub mod hub;
 pub mod names;
 pub(crate) mod pipeline;
+pub mod secrets;
 pub mod session;
 mod versions;
 

@@ -89,6 +89,13 @@ impl Drop for Session {
     }
 }
 
+fn withheld(e: String) -> ErrorData {
+    ErrorData::internal_error(
+        format!("airlock: the result could not be scrubbed, so it was withheld ({e})"),
+        None,
+    )
+}
+
 fn upstream_error(e: airlock_upstream::UpstreamError) -> ErrorData {
     match e {
         airlock_upstream::UpstreamError::Mcp { error, .. } => error,
@@ -180,6 +187,15 @@ impl ServerHandler for Session {
             .await
             .map(versions::prompt)
             .map_err(upstream_error)
+            .and_then(|r| match r {
+                GetPromptResponse::Complete(p) => self
+                    .hub
+                    .secrets
+                    .scrub_as(p)
+                    .map(GetPromptResponse::Complete)
+                    .map_err(withheld),
+                other => Ok(other),
+            })
     }
 
     async fn list_resources(
@@ -215,6 +231,15 @@ impl ServerHandler for Session {
             .await
             .map(versions::resource)
             .map_err(upstream_error)
+            .and_then(|r| match r {
+                ReadResourceResponse::Complete(c) => self
+                    .hub
+                    .secrets
+                    .scrub_as(c)
+                    .map(ReadResourceResponse::Complete)
+                    .map_err(withheld),
+                other => Ok(other),
+            })
     }
 
     async fn subscribe(

@@ -126,8 +126,13 @@ fn forms(secret: &[u8]) -> Vec<Vec<u8>> {
             out.push(plain.as_bytes()[..whole].to_vec());
         }
     }
-    out.push(percent_encode(secret, true).into_bytes());
-    out.push(percent_encode(secret, false).into_bytes());
+    // Encoders differ on which punctuation they leave alone: cover both the
+    // RFC 3986 unreserved set and encoding everything but letters and digits.
+    for strict in [false, true] {
+        for upper in [true, false] {
+            out.push(percent_encode_with(secret, upper, strict).into_bytes());
+        }
+    }
     if let Ok(text) = std::str::from_utf8(secret) {
         let json = serde_json::to_string(text).unwrap_or_default();
         out.push(json.trim_matches('"').as_bytes().to_vec());
@@ -136,10 +141,15 @@ fn forms(secret: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+#[cfg(test)]
 fn percent_encode(bytes: &[u8], upper: bool) -> String {
+    percent_encode_with(bytes, upper, false)
+}
+
+fn percent_encode_with(bytes: &[u8], upper: bool, strict: bool) -> String {
     let mut out = String::with_capacity(bytes.len() * 3);
     for &b in bytes {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+        if b.is_ascii_alphanumeric() || (!strict && matches!(b, b'-' | b'_' | b'.' | b'~')) {
             out.push(b as char);
         } else if upper {
             out.push_str(&format!("%{b:02X}"));
@@ -217,6 +227,7 @@ mod tests {
             URL_SAFE_NO_PAD.encode(b),
             percent_encode(b, true),
             percent_encode(b, false),
+            percent_encode_with(b, true, true),
         ];
         // Embedded at every alignment inside a longer base64 string.
         for prefix in ["", "a", "ab", "abc"] {

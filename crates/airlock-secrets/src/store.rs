@@ -187,7 +187,8 @@ mod tests {
     fn file_store_round_trip_is_private() {
         let dir = tempfile::tempdir().unwrap();
         let s = FileStore::in_dir(dir.path());
-        s.set("GH_TOKEN", &SecretValue::new("ghp_abc".into())).unwrap();
+        s.set("GH_TOKEN", &SecretValue::new("ghp_abc".into()))
+            .unwrap();
         assert_eq!(s.get("GH_TOKEN").unwrap().expose(), "ghp_abc");
         assert_eq!(s.names().unwrap(), ["GH_TOKEN"]);
         #[cfg(unix)]

@@ -188,24 +188,33 @@ pub async fn wait_for_port(addr: SocketAddr) {
 /// would never send (malformed input) or would rewrite (progress tokens).
 pub struct RawStdio {
     pub child: tokio::process::Child,
+    /// Every line airlock wrote to the client so far.
+    pub seen: String,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
 }
 
 impl RawStdio {
     pub fn start(scratch: &Scratch, config: &Path) -> RawStdio {
+        Self::start_with_stderr(scratch, config, Stdio::inherit())
+    }
+
+    /// Like `start`, with airlock's stderr (its logs) sent to `stderr`.
+    pub fn start_with_stderr(scratch: &Scratch, config: &Path, stderr: Stdio) -> RawStdio {
         use tokio::io::AsyncBufReadExt;
         let mut child = scratch
             .airlock(&["serve", "--config", &config.to_string_lossy()])
+            .env("AIRLOCK_LOG", "debug,rmcp=warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn airlock");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         RawStdio {
             child,
+            seen: String::new(),
             stdin,
             lines: tokio::io::BufReader::new(stdout).lines(),
         }
@@ -222,13 +231,16 @@ impl RawStdio {
         self.send_line(&v.to_string()).await;
     }
 
-    /// The next message from airlock, within 20 s.
+    /// The next message from airlock, within 20 s. Every line read is also
+    /// kept in `seen`, for tests about what left airlock.
     pub async fn recv(&mut self) -> serde_json::Value {
         let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
             .await
             .expect("airlock answered in time")
             .expect("read stdout")
             .expect("airlock closed stdout");
+        self.seen.push_str(&line);
+        self.seen.push('\n');
         serde_json::from_str(&line).expect("airlock writes JSON")
     }
 

@@ -43,6 +43,16 @@ pub trait Downstream: Send + Sync + 'static {
     fn state_changed(&self, source: &str, state: &crate::SourceState);
 }
 
+/// Resolving secret references in a source's env and headers, and keeping
+/// the values out of what the source says about itself (stderr, errors).
+pub trait Secrets: Send + Sync + 'static {
+    /// The text with `secret:NAME` / `${secret:NAME}` replaced by values,
+    /// which from then on are scrubbed from everything that leaves.
+    fn resolve(&self, text: &str) -> Result<String, String>;
+    /// The text with every known secret value redacted.
+    fn scrub(&self, text: &str) -> String;
+}
+
 pub(crate) struct UpstreamClient {
     pub(crate) source: Weak<Source>,
     pub(crate) name: Arc<str>,

@@ -19,7 +19,7 @@ use rmcp::transport::streamable_http_client::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::client::UpstreamClient;
+use crate::client::{Secrets, UpstreamClient};
 
 const STDERR_TAIL_LINES: usize = 20;
 
@@ -134,6 +134,7 @@ pub(crate) async fn connect(
     handler: UpstreamClient,
     timeout: Duration,
     max_message_bytes: usize,
+    secrets: &Arc<dyn Secrets>,
 ) -> Result<Connection, String> {
     match &config.transport {
         Transport::Stdio {
@@ -142,6 +143,13 @@ pub(crate) async fn connect(
             env,
             cwd,
         } => {
+            // Secrets are resolved here, at spawn: the process holds them
+            // for its lifetime (see docs/secrets.md).
+            let mut resolved_env = Vec::with_capacity(env.len());
+            for (k, v) in env {
+                let value = secrets.resolve(v).map_err(|e| format!("env `{k}`: {e}"))?;
+                resolved_env.push((k, value));
+            }
             let mut cmd = Command::new(command);
             // A child sees a minimal environment plus what the config gives
             // it, never the rest of airlock's (which may hold credentials).
@@ -152,7 +160,7 @@ pub(crate) async fn connect(
                         .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
                 )
                 .args(args)
-                .envs(env)
+                .envs(resolved_env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -171,11 +179,14 @@ pub(crate) async fn connect(
             let stdin = child.stdin.take().ok_or("the child has no stdin")?;
             let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
             if let Some(stderr) = child.stderr.take() {
+                let secrets = secrets.clone();
                 let tail = stderr_tail.clone();
                 let source = config.name.clone();
                 tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
+                        // A server may print its own credentials.
+                        let line = secrets.scrub(&line);
                         tracing::debug!(%source, "stderr: {line}");
                         let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
                         if t.len() == STDERR_TAIL_LINES {

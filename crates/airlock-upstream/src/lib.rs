@@ -15,6 +15,6 @@ mod client;
 mod connect;
 mod source;
 
-pub use client::{BoxFuture, Downstream};
+pub use client::{BoxFuture, Downstream, Secrets};
 pub use connect::INHERITED_ENV;
 pub use source::{PendingCall, Snapshot, Source, SourceState, UpstreamError};

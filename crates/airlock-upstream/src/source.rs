@@ -14,7 +14,7 @@ use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, Service
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Downstream, UpstreamClient};
+use crate::client::{Downstream, Secrets, UpstreamClient};
 use crate::connect::{Connection, connect};
 
 /// Where a source stands.
@@ -87,6 +87,7 @@ pub struct Source {
     connect_timeout: Duration,
     max_message_bytes: usize,
     downstream: Arc<dyn Downstream>,
+    secrets: Arc<dyn Secrets>,
     peer: RwLock<Option<Peer<RoleClient>>>,
     snapshot: RwLock<Arc<Snapshot>>,
     state: watch::Sender<SourceState>,
@@ -106,6 +107,7 @@ impl Source {
         connect_timeout: Duration,
         max_message_bytes: usize,
         downstream: Arc<dyn Downstream>,
+        secrets: Arc<dyn Secrets>,
         shutdown: CancellationToken,
     ) -> Arc<Source> {
         let name: Arc<str> = config.name.as_str().into();
@@ -115,6 +117,7 @@ impl Source {
             connect_timeout,
             max_message_bytes,
             downstream,
+            secrets,
             peer: RwLock::new(None),
             snapshot: RwLock::new(Arc::new(Snapshot::default())),
             state: watch::channel(SourceState::Starting).0,
@@ -185,12 +188,13 @@ impl Source {
             };
             let attempt = tokio::select! {
                 _ = self.shutdown.cancelled() => break,
-                r = connect(&self.config, handler, self.connect_timeout, self.max_message_bytes) => r,
+                r = connect(&self.config, handler, self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
             };
+            let attempt = attempt.map_err(|d| self.secrets.scrub(&d));
             let detail = match attempt {
                 Ok(conn) => {
                     let started = tokio::time::Instant::now();
-                    let detail = self.serve_connection(conn).await;
+                    let detail = self.secrets.scrub(&self.serve_connection(conn).await);
                     if started.elapsed() >= STABLE_AFTER {
                         backoff = BACKOFF_START;
                     }

@@ -91,7 +91,10 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
             .unwrap_or_default(),
         reason: decision.reason.clone(),
         args_digest: contract::digest_value(&args),
-        args_excerpt: excerpt(&canonical, ARGS_EXCERPT_BYTES),
+        args_excerpt: excerpt(
+            &airlock_upstream::Secrets::scrub(hub.secrets.as_ref(), &canonical),
+            ARGS_EXCERPT_BYTES,
+        ),
         outcome: String::new(),
         duration_us: 0,
         detail: String::new(),

@@ -1,7 +1,7 @@
 //! Step 2: send the call to its source and wait, within budget.
 
 use airlock_config::Action;
-use airlock_upstream::{PendingCall, UpstreamError};
+use airlock_upstream::{PendingCall, Secrets, UpstreamError};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
@@ -96,11 +96,31 @@ fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
     params
 }
 
-fn answered(result: Result<CallToolResponse, UpstreamError>) -> Outcome {
+/// The source's answer, with every known secret scrubbed from it (I1).
+fn answered(hub: &Hub, result: Result<CallToolResponse, UpstreamError>) -> Outcome {
+    let secrets = &hub.secrets;
     match result {
-        Ok(response) => Outcome::Answered(versions::call(response)),
-        Err(UpstreamError::Mcp { error, .. }) => Outcome::Refused(error),
-        Err(e) => Outcome::Failed(e.to_string()),
+        Ok(CallToolResponse::Complete(r)) => match secrets.scrub_as(r) {
+            Ok(r) => Outcome::Answered(versions::call(CallToolResponse::Complete(r))),
+            Err(e) => Outcome::Failed(format!(
+                "the result could not be scrubbed, so it was withheld ({e})"
+            )),
+        },
+        Ok(CallToolResponse::InputRequired(r)) => match secrets.scrub_as(r) {
+            Ok(r) => Outcome::Answered(CallToolResponse::InputRequired(r)),
+            Err(e) => Outcome::Failed(format!(
+                "the input request could not be scrubbed, so it was withheld ({e})"
+            )),
+        },
+        Ok(other) => Outcome::Answered(other),
+        Err(UpstreamError::Mcp { mut error, .. }) => {
+            error.message = Secrets::scrub(secrets.as_ref(), &error.message).into();
+            if let Some(data) = error.data.as_mut() {
+                secrets.scrub_value(data);
+            }
+            Outcome::Refused(error)
+        }
+        Err(e) => Outcome::Failed(Secrets::scrub(secrets.as_ref(), &e.to_string())),
     }
 }
 
@@ -142,7 +162,7 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
     let result = loop {
         tokio::select! {
             r = &mut finish => break r,
-            Some(p) = next_progress(&mut progress) => relay_progress(call, p).await,
+            Some(p) = next_progress(&mut progress) => relay_progress(hub, call, p).await,
             _ = call.cancelled.cancelled() => return Outcome::Failed("the client cancelled the call".into()),
         }
     };
@@ -154,11 +174,11 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
             tokio::task::yield_now().await;
         }
         while let Ok(p) = rx.try_recv() {
-            relay_progress(call, p).await;
+            relay_progress(hub, call, p).await;
         }
     }
     drop(in_flight);
-    answered(result)
+    answered(hub, result)
 }
 
 /// For 2026-07-28 clients: the call runs in a task of its own so it can
@@ -209,7 +229,7 @@ async fn attach(
             _ = call.cancelled.cancelled() => Event::Cancelled,
         };
         match event {
-            Event::Done(Some(result)) => return answered(result),
+            Event::Done(Some(result)) => return answered(hub, result),
             Event::Done(None) => return Outcome::Failed("the call ended without an answer".into()),
             Event::Cancelled => return Outcome::Failed("the client cancelled the call".into()),
             Event::Input(needed) => {
@@ -240,10 +260,13 @@ async fn next_progress(
     }
 }
 
-/// Passes progress on under the client's own token.
-async fn relay_progress(call: &ToolCall, mut p: ProgressNotificationParam) {
+/// Passes progress on under the client's own token, its message scrubbed.
+async fn relay_progress(hub: &Hub, call: &ToolCall, mut p: ProgressNotificationParam) {
     if let Some(token) = call.progress.clone() {
         p.progress_token = token;
+        if let Some(m) = p.message.take() {
+            p.message = Some(Secrets::scrub(hub.secrets.as_ref(), &m));
+        }
         let _ = call.peer.notify_progress(p).await;
     }
 }

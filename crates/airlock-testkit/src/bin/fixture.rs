@@ -38,6 +38,7 @@ fn tools(extra: bool) -> Value {
         json!({"name": "progress", "description": "Report progress three times.", "inputSchema": obj(json!({}))}),
         json!({"name": "log", "description": "Send a log message.", "inputSchema": obj(json!({}))}),
         json!({"name": "change", "description": "Add a tool and announce it.", "inputSchema": obj(json!({}))}),
+        json!({"name": "leak", "description": "Echo this server's FIXTURE_TOKEN through every channel it has.", "inputSchema": obj(json!({}))}),
         json!({"name": "env", "description": "List the names of the environment variables this process sees.", "inputSchema": obj(json!({}))}),
         json!({"name": "bad.name", "description": "A name airlock cannot expose.", "inputSchema": obj(json!({}))}),
     ];
@@ -179,6 +180,39 @@ fn main() {
                         }
                         send(&mut out, &text_result(&id, &format!("token seen: {token}")));
                     }
+                    "leak" => {
+                        let token = std::env::var("FIXTURE_TOKEN").unwrap_or_default();
+                        let b64 = base64_std(token.as_bytes());
+                        let url: String = token
+                            .bytes()
+                            .map(|b| {
+                                if b.is_ascii_alphanumeric() {
+                                    (b as char).to_string()
+                                } else {
+                                    format!("%{b:02X}")
+                                }
+                            })
+                            .collect();
+                        eprintln!("fixture: my token is {token}");
+                        let ptoken = msg["params"]["_meta"]["progressToken"].clone();
+                        if !ptoken.is_null() {
+                            send(
+                                &mut out,
+                                &json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": ptoken, "progress": 1, "message": format!("using {token}")}}),
+                            );
+                        }
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "data": {"leaked": token, "b64": b64}}}),
+                        );
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "content": [{"type": "text", "text": format!("raw={token} b64={b64} url={url}")}],
+                                "structuredContent": {"token": token}
+                            }}),
+                        );
+                    }
                     "env" => {
                         let mut names: Vec<String> = std::env::vars_os()
                             .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -214,4 +248,25 @@ fn main() {
             _ => {}
         }
     }
+}
+
+fn base64_std(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }

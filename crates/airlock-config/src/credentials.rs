@@ -1,0 +1,156 @@
+//! Refusing credentials written into the config. A config file is copied,
+//! shared and committed; a token in it leaks. Values in `env` and `headers`
+//! must name a stored secret (`secret:NAME`, `${secret:NAME}`) instead.
+
+/// Prefixes of tokens issued by common services.
+const TOKEN_PREFIXES: &[&str] = &[
+    "sk-",
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xapp-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ya29.",
+    "npm_",
+    "pypi-",
+    "hf_",
+    "eyJ",
+];
+
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "api_key",
+    "api-key",
+    "auth",
+    "credential",
+    "private",
+    "key",
+];
+
+/// Why `value` under `key` looks like a live credential, if it does.
+pub fn looks_like_credential(key: &str, value: &str) -> Option<String> {
+    let v = value.trim();
+    let v = v
+        .strip_prefix("Bearer ")
+        .or_else(|| v.strip_prefix("bearer "))
+        .or_else(|| v.strip_prefix("Basic "))
+        .or_else(|| v.strip_prefix("token "))
+        .unwrap_or(v);
+    if let Some(p) = TOKEN_PREFIXES
+        .iter()
+        .find(|p| v.starts_with(**p) && v.len() >= p.len() + 8)
+    {
+        return Some(format!("it starts like a `{p}` token"));
+    }
+    let k = key.to_ascii_lowercase();
+    if CREDENTIAL_WORDS.iter().any(|w| k.contains(w)) && v.len() >= 16 && entropy(v) >= 3.5 {
+        return Some(format!(
+            "`{key}` names a credential and the value looks random"
+        ));
+    }
+    None
+}
+
+/// Shannon entropy in bits per character.
+fn entropy(s: &str) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for c in s.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let n = s.chars().count() as f64;
+    counts
+        .values()
+        .map(|&c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// A config error for a literal credential: message and fix.
+pub(crate) fn check(key: &str, value: &str) -> Result<(), (String, String)> {
+    if value.contains("secret:") {
+        return check_reference(value);
+    }
+    match looks_like_credential(key, value) {
+        None => Ok(()),
+        Some(why) => {
+            let name = key.to_ascii_uppercase().replace(['-', ' '], "_");
+            Err((
+                format!(
+                    "the value of `{key}` looks like a live credential ({why}); airlock refuses to keep secrets in config"
+                ),
+                format!(
+                    "store it with `airlock secret set {name}` and write \"secret:{name}\" (or \"Bearer ${{secret:{name}}}\") here instead"
+                ),
+            ))
+        }
+    }
+}
+
+fn check_reference(value: &str) -> Result<(), (String, String)> {
+    let names: Vec<&str> = if let Some(name) = value.strip_prefix("secret:") {
+        vec![name]
+    } else {
+        value
+            .split("${secret:")
+            .skip(1)
+            .map(|rest| rest.split('}').next().unwrap_or(""))
+            .collect()
+    };
+    for n in names {
+        let ok = (1..=64).contains(&n.len())
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !ok {
+            return Err((
+                format!("`{n}` is not a secret name"),
+                "write secret:NAME or ${secret:NAME} with letters, digits, '_' and '-'".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_tokens_and_random_values_are_refused() {
+        assert!(
+            looks_like_credential("GITHUB_TOKEN", "ghp_16C7e42F292c6912E7710c838347Ae178B4a")
+                .is_some()
+        );
+        assert!(
+            looks_like_credential("Authorization", "Bearer sk-proj-abcdefghijklmnop").is_some()
+        );
+        assert!(looks_like_credential("DB_PASSWORD", "x8#Kp2!qLm9$Tz4vR7wB").is_some());
+    }
+
+    #[test]
+    fn ordinary_values_pass() {
+        assert!(looks_like_credential("LOG_LEVEL", "debug").is_none());
+        assert!(looks_like_credential("HOME", "/home/me/some/long/path/here").is_none());
+        assert!(looks_like_credential("API_KEY_FILE", "keys.txt").is_none());
+        assert!(check("GITHUB_TOKEN", "secret:GH").is_ok());
+        assert!(check("Authorization", "Bearer ${secret:GH}").is_ok());
+        assert!(check("X", "${secret:bad name}").is_err());
+    }
+}

@@ -1,0 +1,99 @@
+//! The hub's side of secrets: resolving references for sources, and
+//! scrubbing every registered value from what leaves toward clients, the
+//! audit and the logs.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use airlock_secrets::{Scrubber, SecretStore};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub struct HubSecrets {
+    store: Box<dyn SecretStore>,
+    /// Every value resolved so far; the scrubber is rebuilt when it grows.
+    known: Mutex<Vec<String>>,
+    scrubber: RwLock<Arc<Scrubber>>,
+}
+
+impl HubSecrets {
+    pub fn new(store: Box<dyn SecretStore>) -> Arc<HubSecrets> {
+        Arc::new(HubSecrets {
+            store,
+            known: Mutex::new(Vec::new()),
+            scrubber: RwLock::new(Arc::new(Scrubber::new::<&str>(&[]))),
+        })
+    }
+
+    pub fn scrubber(&self) -> Arc<Scrubber> {
+        self.scrubber
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn register(&self, values: &[airlock_secrets::SecretValue]) {
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let before = known.len();
+        for v in values {
+            if !known.iter().any(|k| k == v.expose()) {
+                known.push(v.expose().to_string());
+            }
+        }
+        if known.len() != before {
+            let scrubber = Arc::new(Scrubber::new(&known));
+            *self.scrubber.write().unwrap_or_else(|p| p.into_inner()) = scrubber;
+        }
+    }
+
+    /// Every string inside `v` scrubbed.
+    pub fn scrub_value(&self, v: &mut Value) {
+        let scrubber = self.scrubber();
+        if !scrubber.is_empty() {
+            walk(&scrubber, v);
+        }
+    }
+
+    /// A protocol value with every string inside it scrubbed. Fails (and
+    /// the caller withholds the value) only if the scrubbed form no longer
+    /// fits the type, which changing string contents cannot cause.
+    pub fn scrub_as<T: Serialize + DeserializeOwned>(&self, t: T) -> Result<T, String> {
+        let scrubber = self.scrubber();
+        if scrubber.is_empty() {
+            return Ok(t);
+        }
+        let mut v = serde_json::to_value(&t).map_err(|e| e.to_string())?;
+        walk(&scrubber, &mut v);
+        serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+}
+
+fn walk(scrubber: &Scrubber, v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = scrubber.scrub(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| walk(scrubber, i)),
+        Value::Object(map) => map.values_mut().for_each(|i| walk(scrubber, i)),
+        _ => {}
+    }
+}
+
+impl airlock_upstream::Secrets for HubSecrets {
+    fn resolve(&self, text: &str) -> Result<String, String> {
+        if !text.contains("secret:") {
+            return Ok(text.to_string());
+        }
+        let (out, used) =
+            airlock_secrets::resolve(text, self.store.as_ref()).map_err(|e| e.to_string())?;
+        tracing::warn!("secret read from {}", self.store.describe());
+        self.register(&used);
+        Ok(out)
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        self.scrubber().scrub(text).into_owned()
+    }
+}
