@@ -64,6 +64,7 @@ args = ["{files}"]
 
 [sources.everything-http]
 url = "{everything_http}"
+allow_private = true      # it runs on this machine
 
 # The interop suite checks that traffic passes; policy has its own tests.
 [[rules]]

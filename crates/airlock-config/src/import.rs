@@ -193,6 +193,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             call_timeout: None,
             prefix: true,
             trusted: false,
+            allow_private: false,
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

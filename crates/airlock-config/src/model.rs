@@ -143,6 +143,9 @@ pub struct SourceConfig {
     /// Which account or credentials this entry stands for (`work`,
     /// `personal`); rules can be narrowed to it. Defaults to the name.
     pub connection: String,
+    /// A url source may reach loopback and private addresses (and plain
+    /// http). Cloud metadata addresses stay refused.
+    pub allow_private: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +190,7 @@ impl Config {
                 prefix: true,
                 trusted: false,
                 connection: "demo".into(),
+                allow_private: false,
             }],
             rules: Vec::new(),
             managed_rules: Vec::new(),

@@ -33,6 +33,7 @@ const SOURCE_KEYS: &[&str] = &[
     "prefix",
     "trusted",
     "connection",
+    "allow_private",
 ];
 const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
 
@@ -75,6 +76,7 @@ struct RawSource {
     prefix: Option<bool>,
     trusted: Option<bool>,
     connection: Option<Spanned<String>>,
+    allow_private: Option<bool>,
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -238,6 +240,7 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                 prefix: s.prefix.unwrap_or(true),
                 trusted: s.trusted.unwrap_or(false),
                 connection,
+                allow_private: s.allow_private.unwrap_or(false),
             },
         ));
     }

@@ -234,8 +234,12 @@ pub(crate) async fn connect(
                 })?;
                 custom.insert(name, value);
             }
-            let transport = StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url.as_str())
+            // Every outbound request goes through the egress guard.
+            let target = crate::egress::check_target(url, config.allow_private)?;
+            let client = crate::egress::client(config.allow_private)?;
+            let transport = StreamableHttpClientTransport::with_client(
+                client,
+                StreamableHttpClientTransportConfig::with_uri(target.as_str())
                     .custom_headers(custom)
                     .max_json_response_size(max_message_bytes)
                     .max_sse_event_size(max_message_bytes),

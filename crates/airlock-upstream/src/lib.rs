@@ -13,6 +13,7 @@
 
 mod client;
 mod connect;
+pub mod egress;
 mod source;
 
 pub use client::{BoxFuture, Downstream, Secrets};
