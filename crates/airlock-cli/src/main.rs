@@ -144,6 +144,9 @@ enum PolicyCommand {
         /// The call's arguments as JSON.
         #[arg(long)]
         args: Option<String>,
+        /// Decide as if the source were this connection (what-if).
+        #[arg(long)]
+        connection: Option<String>,
         #[arg(long, short)]
         config: Option<PathBuf>,
     },
@@ -183,8 +186,14 @@ fn main() -> ExitCode {
             command: PolicyCommand::Check { config },
         } => policy::check(config),
         Command::Policy {
-            command: PolicyCommand::Explain { tool, args, config },
-        } => policy::explain(config, &tool, args.as_deref()),
+            command:
+                PolicyCommand::Explain {
+                    tool,
+                    args,
+                    connection,
+                    config,
+                },
+        } => policy::explain(config, &tool, args.as_deref(), connection.as_deref()),
         Command::Audit {
             command: Some(AuditCommand::Verify),
             ..

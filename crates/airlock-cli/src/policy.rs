@@ -46,6 +46,7 @@ pub fn explain(
     config: Option<PathBuf>,
     tool: &str,
     args: Option<&str>,
+    connection: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let (config, _) = home::load_config(config.as_deref())?;
     let args: Option<Value> = args
@@ -74,7 +75,7 @@ pub fn explain(
     let reviewed = store.pinned_contract(&source.name, &entry.name)?;
     let facts = ToolFacts {
         source: &source.name,
-        connection: &source.connection,
+        connection: connection.unwrap_or(&source.connection),
         exposed: tool,
         trusted: source.trusted,
         definition: &entry.definition,
@@ -89,7 +90,8 @@ pub fn explain(
     println!("  because {}", decision.reason);
     println!(
         "  source {} (connection {}), contract {digest}",
-        source.name, source.connection
+        source.name,
+        facts.connection
     );
     for line in &decision.chain {
         println!("  {line}");

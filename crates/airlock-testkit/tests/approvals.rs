@@ -15,6 +15,18 @@ action = "ask"
 tool = "fixture__echo"
 "#;
 /// The id of the one pending approval, once it appears.
+type Client = std::sync::Arc<rmcp::service::RunningService<rmcp::RoleClient, ()>>;
+
+/// A call that will wait for approval, running while the test decides.
+fn in_background(
+    client: &Client,
+    tool: &'static str,
+    args: serde_json::Value,
+) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>> {
+    let client = client.clone();
+    tokio::spawn(async move { client.call_tool(call(tool, args)).await })
+}
+
 async fn cli(scratch: &Scratch, args: &[&str]) -> (i32, String) {
     let out = scratch.airlock(args).output().await.unwrap();
     (
@@ -28,14 +40,7 @@ async fn approved_call_runs_once_with_the_stored_arguments() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(ASKING).await;
     let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
-    let waiting = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .call_tool(call("fixture__echo", json!({"text": "as asked"})))
-                .await
-        })
-    };
+    let waiting = in_background(&client, "fixture__echo", json!({"text": "as asked"}));
     let id = scratch.pending_id().await;
     let (_, listed) = cli(&scratch, &["pending"]).await;
     assert!(listed.contains("fixture__echo"), "{listed}");
@@ -67,14 +72,7 @@ async fn approval_sends_the_stored_request_not_the_form() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(ASKING).await;
     let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
-    let waiting = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .call_tool(call("fixture__echo", json!({"text": "from the client"})))
-                .await
-        })
-    };
+    let waiting = in_background(&client, "fixture__echo", json!({"text": "from the client"}));
     let id = scratch.pending_id().await;
     // What the person reviewed is the ledger row; that, and only that, runs.
     let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
@@ -93,14 +91,7 @@ async fn denied_call_never_contacts_the_server() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(ASKING).await;
     let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
-    let waiting = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .call_tool(call("fixture__echo", json!({"text": "x"})))
-                .await
-        })
-    };
+    let waiting = in_background(&client, "fixture__echo", json!({"text": "x"}));
     let id = scratch.pending_id().await;
     let (code, said) = cli(&scratch, &["deny", &id]).await;
     assert_eq!(code, 0, "{said}");
@@ -153,14 +144,7 @@ async fn policy_change_before_approval_is_enforced() {
     let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
     let pid = transport.id().unwrap();
     let client = std::sync::Arc::new(rmcp::ServiceExt::serve((), transport).await.unwrap());
-    let waiting = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            client
-                .call_tool(call("fixture__echo", json!({"text": "x"})))
-                .await
-        })
-    };
+    let waiting = in_background(&client, "fixture__echo", json!({"text": "x"}));
     let id = scratch.pending_id().await;
     // While it waits, the user denies the tool outright and reloads.
     let body = std::fs::read_to_string(&config).unwrap();
