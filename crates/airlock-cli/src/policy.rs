@@ -90,8 +90,7 @@ pub fn explain(
     println!("  because {}", decision.reason);
     println!(
         "  source {} (connection {}), contract {digest}",
-        source.name,
-        facts.connection
+        source.name, facts.connection
     );
     for line in &decision.chain {
         println!("  {line}");

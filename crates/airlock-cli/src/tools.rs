@@ -13,6 +13,7 @@ use airlock_gateway::Hub;
 use airlock_policy::contract;
 use airlock_policy::lint::Linter;
 use airlock_store::{PinnedContract, Reviews, SqliteStore, Store, now_ms};
+use airlock_upstream::command::CommandIdentity;
 use serde_json::Value;
 
 use crate::home;
@@ -51,6 +52,15 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     let (config, origin) = home::load_config(config.as_deref())?;
     let dir = home::data_dir()?;
     let store = SqliteStore::open_in(&dir)?;
+    let interactive = matches!(mode, Mode::Interactive);
+    if interactive && !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "tools review asks a person at a terminal; in scripts use --list, --approve NAME or --approve-all"
+        );
+    }
+    println!("Reviewing {origin}");
+    review_commands(&config, &store, &mode)?;
+    let config_sources: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let shared: Arc<dyn Store> = store.clone();
     let runtime = tokio::runtime::Runtime::new()?;
     let timeout = config.hub.connect_timeout;
@@ -89,7 +99,6 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         anyhow::Ok((pending, others, failed))
     })?;
 
-    println!("Reviewing tools from {origin}");
     for f in &failed {
         println!("warning: source {f}; its tools cannot be reviewed now");
     }
@@ -97,17 +106,8 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         println!("Every tool's contract matches what was reviewed. Nothing to do.");
         return Ok(ExitCode::SUCCESS);
     }
-    let reviewer = format!(
-        "{} (cli)",
-        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
-    );
+    let reviewer = reviewer();
     let mut approved = 0;
-    let interactive = matches!(mode, Mode::Interactive);
-    if interactive && !std::io::stdin().is_terminal() {
-        anyhow::bail!(
-            "tools review asks a person at a terminal; in scripts use --list, --approve NAME or --approve-all"
-        );
-    }
     for p in &pending {
         let others: Vec<String> = others
             .iter()
@@ -138,13 +138,66 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     }
     if let Mode::Approve(names) = &mode {
         for n in names {
-            if !pending.iter().any(|p| &p.exposed == n) {
+            let is_source = config_sources.iter().any(|s| s == n);
+            if !is_source && !pending.iter().any(|p| &p.exposed == n) {
                 println!("note: {n} is not among the tools that need review");
             }
         }
     }
     println!("{approved} of {} pinned.", pending.len());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stdio sources first: the exact command each runs is approved before it
+/// ever starts (a changed command asks again). `--approve NAME` takes a
+/// source name for its command.
+fn review_commands(
+    config: &airlock_config::Config,
+    store: &SqliteStore,
+    mode: &Mode,
+) -> anyhow::Result<()> {
+    if config.origin.is_none() {
+        return Ok(());
+    }
+    let reviewer = reviewer();
+    for source in &config.sources {
+        let Some(command) = CommandIdentity::of(source) else {
+            continue;
+        };
+        let previous = store.approved_command(&source.name)?;
+        if previous.as_deref() == Some(command.fingerprint().as_str()) {
+            continue;
+        }
+        let state = if previous.is_some() { "CHANGED" } else { "NEW" };
+        println!("── {state} command of source {}", source.name);
+        if let Some(prev) = &previous {
+            println!("     - {prev}");
+        }
+        println!("     + {}", command.describe());
+        let yes = match mode {
+            Mode::List => false,
+            Mode::ApproveAll => true,
+            Mode::Approve(names) => names.iter().any(|n| n == &source.name),
+            Mode::Interactive => ask(&format!(
+                "Allow source {} to run this command? [y/N] ",
+                source.name
+            ))?,
+        };
+        if yes {
+            store.pin_command(&source.name, &command.fingerprint(), &reviewer)?;
+            println!("approved: {} may run it\n", source.name);
+        } else {
+            println!("not approved: {} will not start\n", source.name);
+        }
+    }
+    Ok(())
+}
+
+fn reviewer() -> String {
+    format!(
+        "{} (cli)",
+        std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+    )
 }
 
 fn show(p: &Pending, linter: &Linter) {

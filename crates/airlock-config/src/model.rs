@@ -109,6 +109,9 @@ pub struct HubSettings {
     pub approval_ttl: Duration,
     /// How long a finished approval keeps its arguments.
     pub approval_retention: Duration,
+    /// If set, the only programs a stdio source may run (file names or
+    /// absolute paths).
+    pub allowed_programs: Option<Vec<String>>,
 }
 
 impl Default for HubSettings {
@@ -122,6 +125,7 @@ impl Default for HubSettings {
             approval_wait: Duration::from_secs(90),
             approval_ttl: Duration::from_secs(120),
             approval_retention: Duration::from_secs(24 * 3600),
+            allowed_programs: None,
         }
     }
 }

@@ -21,6 +21,7 @@ const HUB_KEYS: &[&str] = &[
     "approval_wait",
     "approval_ttl",
     "approval_retention",
+    "allowed_programs",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",
@@ -58,6 +59,7 @@ struct RawHub {
     approval_wait: Option<Spanned<String>>,
     approval_ttl: Option<Spanned<String>>,
     approval_retention: Option<Spanned<String>>,
+    allowed_programs: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +118,7 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
         if let Some(t) = h.approval_ttl {
             hub.approval_ttl = duration(path, text, "hub.approval_ttl", &t)?;
         }
+        hub.allowed_programs = h.allowed_programs;
         if let Some(t) = h.approval_retention {
             hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
         }

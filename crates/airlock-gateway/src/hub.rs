@@ -617,6 +617,46 @@ impl Downstream for Link {
         });
     }
 
+    fn command_allowed(
+        &self,
+        source: &str,
+        command: &airlock_upstream::command::CommandIdentity,
+    ) -> Result<(), String> {
+        let Some(hub) = self.0.upgrade() else {
+            return Err("airlock is shutting down".into());
+        };
+        if let Some(allowed) = &hub.config.hub.allowed_programs {
+            let name = command
+                .program
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let path = command.program.display().to_string();
+            if !allowed.iter().any(|a| *a == name || *a == path) {
+                return Err(format!(
+                    "`{path}` is not in hub.allowed_programs; add it there if it should run"
+                ));
+            }
+        }
+        // The built-in demo is airlock itself, chosen by running airlock
+        // with no config; there is no other command to review.
+        if hub.config.origin.is_none() {
+            return Ok(());
+        }
+        match hub.store.approved_command(source) {
+            Ok(Some(f)) if f == command.fingerprint() => Ok(()),
+            Ok(Some(_)) => Err(format!(
+                "its command changed since it was reviewed, so it does not run until a person approves it: `{}`; run `airlock tools review`",
+                command.describe()
+            )),
+            Ok(None) => Err(format!(
+                "its command has not been reviewed, so it does not run until a person approves it: `{}`; run `airlock tools review`",
+                command.describe()
+            )),
+            Err(e) => Err(format!("cannot read approved commands: {e}")),
+        }
+    }
+
     fn state_changed(&self, source: &str, state: &SourceState) {
         let Some(hub) = self.0.upgrade() else { return };
         let status = SourceStatus {

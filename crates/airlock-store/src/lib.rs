@@ -232,6 +232,9 @@ pub trait Store: Send + Sync + 'static {
     fn ledger_recover(&self) -> Result<(usize, usize)>;
     /// Live pending rows (or every row with `all`), oldest first.
     fn ledger_list(&self, all: bool) -> Result<Vec<ledger::ApprovalRow>>;
+
+    /// The command fingerprint a person approved for a stdio source.
+    fn approved_command(&self, source: &str) -> Result<Option<String>>;
 }
 
 /// Recording a person's review. Kept apart from [`Store`] so that code
@@ -239,6 +242,8 @@ pub trait Store: Send + Sync + 'static {
 /// to pin a contract; only the CLI's review command uses this.
 pub trait Reviews {
     fn pin_contract(&self, contract: &PinnedContract) -> Result<()>;
+    /// Approves the exact command a stdio source runs.
+    fn pin_command(&self, source: &str, fingerprint: &str, reviewer: &str) -> Result<()>;
 }
 
 /// Unix time in milliseconds.

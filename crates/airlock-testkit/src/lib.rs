@@ -76,6 +76,26 @@ impl Scratch {
         config
     }
 
+    /// Approves only the commands of these stdio sources (their tools stay
+    /// unreviewed), as `airlock tools review --approve NAME` does.
+    pub async fn approve_commands(&self, config: &Path, sources: &[&str]) {
+        let mut args = vec!["tools", "review", "--config"];
+        let c = config.to_string_lossy().into_owned();
+        args.push(&c);
+        args.push("--approve");
+        args.extend_from_slice(sources);
+        let out = self
+            .airlock(&args)
+            .output()
+            .await
+            .expect("run airlock tools review");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// `airlock tools review --approve-all` for `config`.
     pub async fn review(&self, config: &Path) {
         let out = self

@@ -63,6 +63,7 @@ async fn unreviewed_tool_asks_and_never_runs() {
     let config = scratch.config(&format!(
         "{SHORT_WAIT}{FIXTURE}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
     ));
+    scratch.approve_commands(&config, &["fixture"]).await;
     let client = scratch.stdio_client(&config, ()).await;
     let tools = client.list_all_tools().await.unwrap();
     let echo = tools.iter().find(|t| t.name == "fixture__echo").unwrap();
@@ -114,6 +115,8 @@ source = "*"
 "#,
     );
     assert_eq!(config, changed);
+    // The new environment changed the command too; approve only that.
+    scratch.approve_commands(&changed, &["fixture"]).await;
     let client = scratch.stdio_client(&changed, ()).await;
     let r = client
         .call_tool(call("fixture__echo", json!({"text": "x"})))
@@ -332,4 +335,53 @@ async fn failed_reload_keeps_the_last_good_policy() {
     hangup(pid);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(echo(&mut raw).await.starts_with("airlock: denied"));
+}
+
+#[tokio::test]
+async fn unreviewed_command_never_runs_and_a_changed_one_asks_again() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!("[hub]\nconnect_timeout = \"5s\"\n{FIXTURE}"));
+    let doctor = |config: std::path::PathBuf| {
+        let scratch = &scratch;
+        async move {
+            let out = scratch
+                .airlock(&["doctor", "--config", &config.to_string_lossy()])
+                .output()
+                .await
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let report = doctor(config.clone()).await;
+    assert!(report.contains("command has not been reviewed"), "{report}");
+    assert!(report.contains("airlock-fixture"), "{report}");
+    scratch.approve_commands(&config, &["fixture"]).await;
+    let report = doctor(config.clone()).await;
+    assert!(report.contains("ok    source fixture"), "{report}");
+    // Same source, different arguments: it asks again.
+    let changed = scratch.config(&format!(
+        "[hub]\nconnect_timeout = \"5s\"\n{FIXTURE}args = [\"--verbose\"]\n"
+    ));
+    let report = doctor(changed).await;
+    assert!(
+        report.contains("command changed since it was reviewed"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn program_outside_the_allow_list_never_runs() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(&format!(
+            "[hub]\nallowed_programs = [\"npx\"]\nconnect_timeout = \"5s\"\n{FIXTURE}"
+        ))
+        .await;
+    let out = scratch
+        .airlock(&["doctor", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("not in hub.allowed_programs"), "{report}");
 }

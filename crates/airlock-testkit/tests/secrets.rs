@@ -166,6 +166,7 @@ command = "{fixture}"
 env = { FIXTURE_TOKEN = "secret:NOT_STORED" }
 "#,
     );
+    scratch.approve_commands(&config, &["fixture"]).await;
     let out = scratch
         .airlock(&["doctor", "--config", &config.to_string_lossy()])
         .output()

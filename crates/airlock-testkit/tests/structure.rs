@@ -46,6 +46,9 @@ fn only_the_review_command_pins_contracts() {
             std::fs::read_to_string(f)
                 .unwrap()
                 .contains(concat!("pin_", "contract("))
+                || std::fs::read_to_string(f)
+                    .unwrap()
+                    .contains(concat!("pin_", "command("))
         })
         .collect();
     assert!(

@@ -41,6 +41,13 @@ pub trait Downstream: Send + Sync + 'static {
     fn catalog_changed(&self, source: &str);
     /// The source's state changed (starting, ready, failed, ...).
     fn state_changed(&self, source: &str, state: &crate::SourceState);
+    /// Whether a person has approved this exact command for `source`.
+    /// Asked before every start; a refusal fails the source with the reason.
+    fn command_allowed(
+        &self,
+        source: &str,
+        command: &crate::command::CommandIdentity,
+    ) -> Result<(), String>;
 }
 
 /// Resolving secret references in a source's env and headers, and keeping

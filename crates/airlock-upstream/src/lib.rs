@@ -12,6 +12,7 @@
 //! the hub has already decided to make.
 
 mod client;
+pub mod command;
 mod connect;
 pub mod egress;
 mod source;

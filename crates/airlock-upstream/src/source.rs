@@ -186,9 +186,16 @@ impl Source {
                 name: self.name.clone(),
                 downstream: self.downstream.clone(),
             };
-            let attempt = tokio::select! {
-                _ = self.shutdown.cancelled() => break,
-                r = connect(&self.config, handler, self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
+            let allowed = match crate::command::CommandIdentity::of(&self.config) {
+                Some(command) => self.downstream.command_allowed(&self.name, &command),
+                None => Ok(()),
+            };
+            let attempt = match allowed {
+                Err(why) => Err(why),
+                Ok(()) => tokio::select! {
+                    _ = self.shutdown.cancelled() => break,
+                    r = connect(&self.config, handler, self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
+                },
             };
             let attempt = attempt.map_err(|d| self.secrets.scrub(&d));
             let detail = match attempt {

@@ -83,6 +83,13 @@ const MIGRATIONS: &[&str] = &[
         detail         TEXT NOT NULL DEFAULT ''
     );
     CREATE INDEX approvals_state ON approvals (state, expires_at_ms);",
+    // 4: stdio commands a person approved.
+    "CREATE TABLE commands (
+        source         TEXT PRIMARY KEY,
+        fingerprint    TEXT NOT NULL,
+        reviewed_at_ms INTEGER NOT NULL,
+        reviewer       TEXT NOT NULL
+    );",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {

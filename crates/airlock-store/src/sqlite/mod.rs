@@ -397,6 +397,17 @@ impl Store for SqliteStore {
         ledger::list(&self.conn(), all)
     }
 
+    fn approved_command(&self, source: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn()
+            .query_row(
+                "SELECT fingerprint FROM commands WHERE source = ?1",
+                params![source],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
     fn verify_audit(&self) -> Result<AuditCheck> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
@@ -457,6 +468,17 @@ impl Store for SqliteStore {
 }
 
 impl Reviews for SqliteStore {
+    fn pin_command(&self, source: &str, fingerprint: &str, reviewer: &str) -> Result<()> {
+        self.conn().execute(
+            "INSERT INTO commands (source, fingerprint, reviewed_at_ms, reviewer)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(source) DO UPDATE SET fingerprint = excluded.fingerprint,
+                 reviewed_at_ms = excluded.reviewed_at_ms, reviewer = excluded.reviewer",
+            params![source, fingerprint, now_ms(), reviewer],
+        )?;
+        Ok(())
+    }
+
     fn pin_contract(&self, c: &PinnedContract) -> Result<()> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
