@@ -34,15 +34,13 @@ pub fn load_config(explicit: Option<&Path>) -> anyhow::Result<(Config, String)> 
     ))
 }
 
-/// Where secrets are kept: the OS keychain is not wired in yet, so the
+/// Where secrets are kept: the OS keychain when one answers, else a
 /// private file in the data directory, said aloud wherever it is used.
-pub fn secret_store() -> anyhow::Result<airlock_secrets::FileStore> {
-    Ok(airlock_secrets::FileStore::in_dir(&data_dir()?))
+pub fn secret_store() -> anyhow::Result<Box<dyn airlock_secrets::SecretStore>> {
+    Ok(airlock_secrets::open_store(&data_dir()?))
 }
 
 /// The hub's secrets: references resolve from the secret store.
 pub fn hub_secrets() -> anyhow::Result<std::sync::Arc<airlock_gateway::secrets::HubSecrets>> {
-    Ok(airlock_gateway::secrets::HubSecrets::new(Box::new(
-        secret_store()?,
-    )))
+    Ok(airlock_gateway::secrets::HubSecrets::new(secret_store()?))
 }

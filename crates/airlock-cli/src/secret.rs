@@ -9,7 +9,12 @@ use airlock_secrets::{SecretStore, SecretValue, valid_name};
 use crate::home;
 
 fn warn_where(store: &dyn SecretStore) {
-    eprintln!("warning: secrets are kept in {}", store.describe());
+    let place = store.describe();
+    if place.starts_with("the OS keychain") {
+        eprintln!("secrets are kept in {place}");
+    } else {
+        eprintln!("warning: no OS keychain answered; secrets are kept in {place}");
+    }
 }
 
 pub fn set(name: &str) -> anyhow::Result<ExitCode> {
@@ -27,7 +32,7 @@ pub fn set(name: &str) -> anyhow::Result<ExitCode> {
         anyhow::bail!("the value is empty; nothing stored");
     }
     let store = home::secret_store()?;
-    warn_where(&store);
+    warn_where(store.as_ref());
     store.set(name, &SecretValue::new(value))?;
     println!("stored {name}; refer to it in config as \"secret:{name}\" or \"${{secret:{name}}}\"");
     Ok(ExitCode::SUCCESS)
@@ -35,7 +40,7 @@ pub fn set(name: &str) -> anyhow::Result<ExitCode> {
 
 pub fn list() -> anyhow::Result<ExitCode> {
     let store = home::secret_store()?;
-    warn_where(&store);
+    warn_where(store.as_ref());
     for n in store.names()? {
         println!("{n}");
     }
@@ -44,7 +49,7 @@ pub fn list() -> anyhow::Result<ExitCode> {
 
 pub fn rm(name: &str) -> anyhow::Result<ExitCode> {
     let store = home::secret_store()?;
-    warn_where(&store);
+    warn_where(store.as_ref());
     if store.remove(name)? {
         println!("removed {name}");
         Ok(ExitCode::SUCCESS)

@@ -9,8 +9,22 @@
 //! them in a single pass. [`StreamScrubber`] does the same over a stream
 //! of chunks, so a value split across two chunks is still caught.
 
+mod keychain;
 mod scrub;
 mod store;
 
+pub use keychain::KeychainStore;
 pub use scrub::{REDACTED, Scrubber, StreamScrubber};
 pub use store::{FileStore, SecretError, SecretStore, SecretValue, resolve, valid_name};
+
+/// The OS keychain if one answers, else the private file in `data_dir`
+/// (which says so wherever it is used).
+pub fn open_store(data_dir: &std::path::Path) -> Box<dyn SecretStore> {
+    if std::env::var_os("AIRLOCK_SECRET_STORE").is_some_and(|v| v == "file") {
+        return Box::new(FileStore::in_dir(data_dir));
+    }
+    match KeychainStore::open(data_dir) {
+        Some(k) => Box::new(k),
+        None => Box::new(FileStore::in_dir(data_dir)),
+    }
+}
