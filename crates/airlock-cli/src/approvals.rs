@@ -62,6 +62,10 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
     let recorded = record_decision(store.path(), id, &principal, choice, "cli")?;
     let woke = airlock_gateway::control::notify(&dir, id);
     let (message, code) = match recorded {
+        Recorded::Approved if choice == Choice::AllowForRun => (
+            "approved: the call runs as shown, and this tool runs unasked for the rest of the client's session",
+            0,
+        ),
         Recorded::Approved => ("approved: the call runs once, as shown", 0),
         Recorded::Denied => ("declined: the call will not run", 0),
         Recorded::Expired => (

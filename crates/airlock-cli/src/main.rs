@@ -75,7 +75,13 @@ enum Command {
         all: bool,
     },
     /// Approve one waiting call; it runs once, with the arguments shown.
-    Approve { id: String },
+    Approve {
+        id: String,
+        /// Also allow this tool for the rest of the client's session (at
+        /// most 100 calls or an hour).
+        #[arg(long)]
+        for_run: bool,
+    },
     /// Decline one waiting call.
     Deny { id: String },
     /// Review new and changed tools, and pin the contracts a person approves.
@@ -171,7 +177,14 @@ fn main() -> ExitCode {
             SecretCommand::Rm { name } => secret::rm(&name),
         },
         Command::Pending { all } => approvals::pending(all),
-        Command::Approve { id } => approvals::decide(&id, airlock_decision::Choice::AllowOnce),
+        Command::Approve { id, for_run } => approvals::decide(
+            &id,
+            if for_run {
+                airlock_decision::Choice::AllowForRun
+            } else {
+                airlock_decision::Choice::AllowOnce
+            },
+        ),
         Command::Deny { id } => approvals::decide(&id, airlock_decision::Choice::Deny),
         Command::Tools {
             command:

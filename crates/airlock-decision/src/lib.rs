@@ -18,6 +18,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
     AllowOnce,
+    /// This call, and the same tool for the rest of the client session
+    /// (bounded in count and time by the hub).
+    AllowForRun,
     Deny,
 }
 
@@ -55,18 +58,19 @@ pub fn record_decision(
     let conn = Connection::open(database)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     let now = now_ms();
-    let state = match choice {
-        Choice::AllowOnce => "approved",
-        Choice::Deny => "denied",
+    let (state, kind) = match choice {
+        Choice::AllowOnce => ("approved", "once"),
+        Choice::AllowForRun => ("approved", "run"),
+        Choice::Deny => ("denied", "once"),
     };
     let n = conn.execute(
-        "UPDATE approvals SET state = ?1, decided_at_ms = ?2, decided_by = ?3, channel = ?4
+        "UPDATE approvals SET state = ?1, decided_at_ms = ?2, decided_by = ?3, channel = ?4, choice = ?6
          WHERE id = ?5 AND principal = ?3 AND state = 'pending' AND expires_at_ms > ?2",
-        params![state, now, principal, channel, id],
+        params![state, now, principal, channel, id, kind],
     )?;
     if n == 1 {
         return Ok(match choice {
-            Choice::AllowOnce => Recorded::Approved,
+            Choice::AllowOnce | Choice::AllowForRun => Recorded::Approved,
             Choice::Deny => Recorded::Denied,
         });
     }

@@ -48,6 +48,7 @@ fn approval_is_single_use() {
     let again = airlock_store::ledger::Approved {
         id: a.id.clone(),
         call: a.call.clone(),
+        choice: a.choice.clone(),
     };
     // Claimed once; the second claim loses.
     assert!(store.ledger_claim(a).unwrap().is_some());

@@ -50,6 +50,8 @@ pub struct Hub {
     /// Who this hub acts for; approvals belong to this principal.
     pub principal: String,
     approval_waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// "Allow for this run": (session, exposed tool) → what is left of it.
+    run_grants: Mutex<HashMap<(SessionId, String), RunGrant>>,
     policy: RwLock<Arc<PolicyState>>,
     reviewed: Mutex<ReviewedCache>,
     pub sources: Vec<Arc<Source>>,
@@ -108,6 +110,16 @@ struct ReviewedCache {
     digests: Arc<HashMap<(String, String), String>>,
 }
 
+/// "Allow for this run" lasts this long and this many calls, whichever
+/// ends first.
+const RUN_GRANT_TIME: Duration = Duration::from_secs(3600);
+const RUN_GRANT_CALLS: u32 = 100;
+
+struct RunGrant {
+    until: Instant,
+    remaining: u32,
+}
+
 /// How often a call may look for new reviews.
 const REVIEW_CHECK: Duration = Duration::from_millis(500);
 
@@ -143,6 +155,7 @@ impl Hub {
             Hub {
                 principal: principal(),
                 approval_waiters: Mutex::new(HashMap::new()),
+                run_grants: Mutex::new(HashMap::new()),
                 policy: RwLock::new(Arc::new(PolicyState::new(&config))),
                 reviewed: Mutex::new(ReviewedCache::default()),
                 config,
@@ -170,6 +183,35 @@ impl Hub {
             tokio::spawn(source.clone().run());
         }
         hub
+    }
+
+    /// A person allowed `tool` for the rest of this client session.
+    pub(crate) fn grant_run(&self, session: SessionId, tool: &str) {
+        self.run_grants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                (session, tool.to_string()),
+                RunGrant {
+                    until: Instant::now() + RUN_GRANT_TIME,
+                    remaining: RUN_GRANT_CALLS,
+                },
+            );
+    }
+
+    /// Spends one call of a run grant, if this session has one left.
+    pub(crate) fn use_run_grant(&self, session: SessionId, tool: &str) -> bool {
+        let mut grants = self.run_grants.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (session, tool.to_string());
+        let Some(g) = grants.get_mut(&key) else {
+            return false;
+        };
+        if g.until <= Instant::now() || g.remaining == 0 {
+            grants.remove(&key);
+            return false;
+        }
+        g.remaining -= 1;
+        true
     }
 
     /// The wake-up for one pending approval.
@@ -326,6 +368,10 @@ impl Hub {
     }
 
     pub(crate) fn forget_session(&self, id: SessionId) {
+        self.run_grants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(s, _), _| *s != id);
         self.sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -47,6 +47,7 @@ pub struct ApprovalRow {
     pub decided_by: Option<String>,
     pub channel: Option<String>,
     pub detail: String,
+    pub choice: String,
 }
 
 /// A row waiting for a person.
@@ -61,6 +62,8 @@ pub struct Pending {
 pub struct Approved {
     pub id: String,
     pub call: FrozenCall,
+    /// `once`, or `run` (this tool, for the rest of the client session).
+    pub choice: String,
 }
 
 /// A claimed row: the call is running, and can run only this once.

@@ -245,3 +245,41 @@ fn only_the_decision_module_records() {
         assert!(allowed.contains(c), "{} records a decision", c.display());
     }
 }
+
+#[tokio::test]
+async fn allow_for_this_run_asks_once_per_session() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    let first = in_background(&client, "fixture__echo", json!({"text": "one"}));
+    let id = scratch.pending_id().await;
+    let (code, said) = cli(&scratch, &["approve", &id, "--for-run"]).await;
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(first_text(&first.await.unwrap().unwrap()), "one");
+    // The same tool again in this session runs without asking...
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.call_tool(call("fixture__echo", json!({"text": "two"}))),
+    )
+    .await
+    .expect("no second approval was needed")
+    .unwrap();
+    assert_eq!(first_text(&r), "two");
+    let (_, all) = cli(&scratch, &["pending", "--all"]).await;
+    assert_eq!(
+        all.lines().filter(|l| l.contains("fixture__echo")).count(),
+        1,
+        "{all}"
+    );
+    drop(client);
+    // ...but a new session asks again.
+    let again = scratch.stdio_client(&config, ()).await;
+    let again = std::sync::Arc::new(again);
+    let waiting = in_background(&again, "fixture__echo", json!({"text": "three"}));
+    let id = scratch.pending_id().await;
+    cli(&scratch, &["deny", &id]).await;
+    assert_eq!(
+        first_text(&waiting.await.unwrap().unwrap()),
+        "The user declined this tool call."
+    );
+}

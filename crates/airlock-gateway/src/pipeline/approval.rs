@@ -188,9 +188,15 @@ fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
                 }));
             }
             let by = approved.call.principal.clone();
+            let for_run = approved.choice == "run";
             match hub.store.ledger_claim(approved) {
                 Ok(Some(executing)) => {
-                    audit(hub, call, "approved", &format!("by {by}"));
+                    if for_run {
+                        hub.grant_run(call.session, &call.params.name);
+                        audit(hub, call, "approved for this run", &format!("by {by}"));
+                    } else {
+                        audit(hub, call, "approved", &format!("by {by}"));
+                    }
                     Approval::Granted {
                         executing,
                         arguments: stored,
@@ -223,7 +229,7 @@ async fn keep_client_waiting(call: &ToolCall, ticks: u32) {
     }
 }
 
-fn audit(hub: &Hub, call: &ToolCall, what: &str, detail: &str) {
+pub(crate) fn audit(hub: &Hub, call: &ToolCall, what: &str, detail: &str) {
     let source = hub
         .catalog()
         .tool(&call.params.name)

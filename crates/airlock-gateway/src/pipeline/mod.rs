@@ -66,6 +66,10 @@ pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolRe
                 }
                 .into_response();
             }
+            // A person already allowed this tool for this client session.
+            Action::Ask if hub.use_run_grant(call.session, &call.params.name) => {
+                approval::audit(hub, &call, "allowed for this run", "an earlier approval");
+            }
             // 2b. A person decides; the call then runs with the stored
             //     arguments, never what the client sends later.
             Action::Ask => match approval::ask(hub, &call, &target, &decision).await {

@@ -63,7 +63,7 @@ fn row(conn: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
         .query_row(
             "SELECT id, state, principal, session, source, connection, tool, upstream,
                     COALESCE(arguments, ''), args_digest, reason, description,
-                    created_at_ms, expires_at_ms, decided_by, channel, detail
+                    created_at_ms, expires_at_ms, decided_by, channel, detail, choice
              FROM approvals WHERE id = ?1",
             params![id],
             read_row,
@@ -92,6 +92,7 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
         decided_by: r.get(14)?,
         channel: r.get(15)?,
         detail: r.get(16)?,
+        choice: r.get(17)?,
     })
 }
 
@@ -106,6 +107,7 @@ fn waited(row: Option<ApprovalRow>) -> Waited {
             "approved" => Waited::Approved(Box::new(Approved {
                 id: r.id,
                 call: r.call,
+                choice: r.choice,
             })),
             "denied" => Waited::Denied {
                 by: r.decided_by.unwrap_or_default(),
@@ -182,7 +184,7 @@ pub(super) fn list(conn: &Connection, all: bool) -> Result<Vec<ApprovalRow>> {
     let mut stmt = conn.prepare(
         "SELECT id, state, principal, session, source, connection, tool, upstream,
                 COALESCE(arguments, ''), args_digest, reason, description,
-                created_at_ms, expires_at_ms, decided_by, channel, detail
+                created_at_ms, expires_at_ms, decided_by, channel, detail, choice
          FROM approvals WHERE ?1 OR (state = 'pending' AND expires_at_ms > ?2)
          ORDER BY created_at_ms",
     )?;

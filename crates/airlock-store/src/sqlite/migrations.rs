@@ -90,6 +90,8 @@ const MIGRATIONS: &[&str] = &[
         reviewed_at_ms INTEGER NOT NULL,
         reviewer       TEXT NOT NULL
     );",
+    // 5: which of the choices a person made.
+    "ALTER TABLE approvals ADD COLUMN choice TEXT NOT NULL DEFAULT 'once';",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {
