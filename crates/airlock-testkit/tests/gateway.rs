@@ -411,3 +411,39 @@ env = { GIVEN_BY_CONFIG = "yes" }
     assert!(!names.contains("AIRLOCK_HOME"), "{names}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn client_cancellation_reaches_the_source() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(TWO_SOURCES).await;
+    let mut raw = RawStdio::start(&scratch, &config);
+    raw.handshake("2025-06-18").await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "fixture__hang", "arguments": {}}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    raw.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "the user pressed stop"}}),
+    )
+    .await;
+    // The source hears of it as its own request being cancelled.
+    let mut heard = String::new();
+    for i in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        raw.send(
+            json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+            "params": {"name": "fixture__calls", "arguments": {}}}),
+        )
+        .await;
+        let (m, _) = raw.response(100 + i).await;
+        heard = m["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if heard.contains("cancelled:") {
+            break;
+        }
+    }
+    assert!(heard.contains("hang,cancelled:"), "{heard}");
+}

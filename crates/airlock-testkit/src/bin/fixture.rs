@@ -96,6 +96,9 @@ fn main() {
                     "serverInfo": {"name": "airlock-fixture", "version": "1"}
                 }}),
             ),
+            "notifications/cancelled" => {
+                called.push(format!("cancelled:{}", msg["params"]["requestId"]));
+            }
             "tools/list" => send(
                 &mut out,
                 &json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools(extra)}}),
