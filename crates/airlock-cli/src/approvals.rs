@@ -66,6 +66,10 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
             "approved: the call runs as shown, and this tool runs unasked for the rest of the client's session",
             0,
         ),
+        Recorded::Approved if choice == Choice::AllowAlways => (
+            "approved: the call runs as shown, and this tool on this connection runs unasked while its contract stays the same",
+            0,
+        ),
         Recorded::Approved => ("approved: the call runs once, as shown", 0),
         Recorded::Denied => ("declined: the call will not run", 0),
         Recorded::Expired => (

@@ -79,8 +79,12 @@ enum Command {
         id: String,
         /// Also allow this tool for the rest of the client's session (at
         /// most 100 calls or an hour).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "always")]
         for_run: bool,
+        /// Also allow this tool on this connection from now on, while its
+        /// contract stays as it is (a rule pinned to its digest).
+        #[arg(long)]
+        always: bool,
     },
     /// Decline one waiting call.
     Deny { id: String },
@@ -177,9 +181,15 @@ fn main() -> ExitCode {
             SecretCommand::Rm { name } => secret::rm(&name),
         },
         Command::Pending { all } => approvals::pending(all),
-        Command::Approve { id, for_run } => approvals::decide(
+        Command::Approve {
+            id,
+            for_run,
+            always,
+        } => approvals::decide(
             &id,
-            if for_run {
+            if always {
+                airlock_decision::Choice::AllowAlways
+            } else if for_run {
                 airlock_decision::Choice::AllowForRun
             } else {
                 airlock_decision::Choice::AllowOnce

@@ -21,6 +21,9 @@ pub enum Choice {
     /// This call, and the same tool for the rest of the client session
     /// (bounded in count and time by the hub).
     AllowForRun,
+    /// This call, and from now on this tool on this connection while its
+    /// contract stays the one it had when the call asked.
+    AllowAlways,
     Deny,
 }
 
@@ -55,25 +58,38 @@ pub fn record_decision(
     choice: Choice,
     channel: &str,
 ) -> Result<Recorded, DecisionError> {
-    let conn = Connection::open(database)?;
+    let mut conn = Connection::open(database)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     let now = now_ms();
     let (state, kind) = match choice {
         Choice::AllowOnce => ("approved", "once"),
         Choice::AllowForRun => ("approved", "run"),
+        Choice::AllowAlways => ("approved", "always"),
         Choice::Deny => ("denied", "once"),
     };
-    let n = conn.execute(
+    // The decision and, for 'always', its standing rule commit together.
+    let tx = conn.transaction()?;
+    let n = tx.execute(
         "UPDATE approvals SET state = ?1, decided_at_ms = ?2, decided_by = ?3, channel = ?4, choice = ?6
          WHERE id = ?5 AND principal = ?3 AND state = 'pending' AND expires_at_ms > ?2",
         params![state, now, principal, channel, id, kind],
     )?;
     if n == 1 {
+        if choice == Choice::AllowAlways {
+            tx.execute(
+                "INSERT INTO standing_rules (tool, connection, digest, created_at_ms, created_by, approval)
+                 SELECT tool, connection, contract_digest, ?2, ?3, id FROM approvals
+                 WHERE id = ?1 AND contract_digest != ''",
+                params![id, now, principal],
+            )?;
+        }
+        tx.commit()?;
         return Ok(match choice {
-            Choice::AllowOnce | Choice::AllowForRun => Recorded::Approved,
+            Choice::AllowOnce | Choice::AllowForRun | Choice::AllowAlways => Recorded::Approved,
             Choice::Deny => Recorded::Denied,
         });
     }
+    tx.commit()?;
     let row: Option<(String, String, i64)> = conn
         .query_row(
             "SELECT state, principal, expires_at_ms FROM approvals WHERE id = ?1",

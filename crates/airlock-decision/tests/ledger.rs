@@ -16,6 +16,7 @@ fn call(principal: &str) -> FrozenCall {
         args_digest: "sha256:00".into(),
         reason: "asks".into(),
         description: "Write a file.".into(),
+        contract_digest: "sha256:ab".into(),
     }
 }
 

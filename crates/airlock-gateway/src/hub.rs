@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use airlock_config::{Action, Config};
+use airlock_config::{Action, Config, Layer, RuleConfig};
 use airlock_policy::Policy;
+use airlock_store::ledger::StandingRule;
 use airlock_store::{CatalogKind, SourceStatus, Store, now_ms};
 use airlock_upstream::{Downstream, Source, SourceState};
 use rmcp::ErrorData;
@@ -54,6 +55,7 @@ pub struct Hub {
     run_grants: Mutex<HashMap<(SessionId, String), RunGrant>>,
     policy: RwLock<Arc<PolicyState>>,
     reviewed: Mutex<ReviewedCache>,
+    standing_checked: Mutex<Option<Instant>>,
     pub sources: Vec<Arc<Source>>,
     pub store: Arc<dyn Store>,
     pub secrets: Arc<HubSecrets>,
@@ -76,14 +78,39 @@ pub fn principal() -> String {
 /// What decides calls, replaced whole on reload.
 pub struct PolicyState {
     pub rules: Policy,
+    /// What it was built from, to rebuild when people add standing rules.
+    config: Config,
+    standing: usize,
     /// Per source: (trusted, connection).
     sources: HashMap<String, (bool, String)>,
 }
 
 impl PolicyState {
     pub fn new(config: &Config) -> PolicyState {
+        PolicyState::with_standing(config, &[])
+    }
+
+    /// The config's policy plus the rules people created with "always
+    /// allow": each allows one tool on one connection, pinned to the
+    /// contract it had, in the user layer.
+    pub fn with_standing(config: &Config, standing: &[StandingRule]) -> PolicyState {
+        let created: Vec<RuleConfig> = standing
+            .iter()
+            .map(|r| RuleConfig {
+                layer: Layer::User,
+                origin: format!("always-allow #{} by {}", r.id, r.created_by),
+                action: Action::Allow,
+                source: None,
+                tool: Some(r.tool.clone()),
+                connection: Some(r.connection.clone()),
+                pin: Some(r.digest.clone()),
+                when: Vec::new(),
+            })
+            .collect();
         PolicyState {
-            rules: Policy::new(config),
+            config: config.clone(),
+            standing: standing.len(),
+            rules: Policy::from_rules(config.all_rules().chain(created.iter())),
             sources: config
                 .sources
                 .iter()
@@ -158,6 +185,7 @@ impl Hub {
                 run_grants: Mutex::new(HashMap::new()),
                 policy: RwLock::new(Arc::new(PolicyState::new(&config))),
                 reviewed: Mutex::new(ReviewedCache::default()),
+                standing_checked: Mutex::new(None),
                 config,
                 sources,
                 store,
@@ -267,12 +295,40 @@ impl Hub {
             .clone()
     }
 
-    /// The rules and per-source trust in force now.
+    /// The rules and per-source trust in force now. Looks for new "always
+    /// allow" rules at most every REVIEW_CHECK.
     pub fn policy(&self) -> Arc<PolicyState> {
-        self.policy
+        let current = self
+            .policy
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        let due = {
+            let mut checked = self
+                .standing_checked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let due = checked.is_none_or(|t| t.elapsed() >= REVIEW_CHECK);
+            if due {
+                *checked = Some(Instant::now());
+            }
+            due
+        };
+        if !due {
+            return current;
+        }
+        match self.store.standing_rules() {
+            Ok(rules) if rules.len() != current.standing => {
+                let next = Arc::new(PolicyState::with_standing(&current.config, &rules));
+                *self.policy.write().unwrap_or_else(|p| p.into_inner()) = next.clone();
+                next
+            }
+            Ok(_) => current,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read standing rules");
+                current
+            }
+        }
     }
 
     /// Replaces the rules, trust flags and connections with those of a

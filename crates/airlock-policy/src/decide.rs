@@ -67,9 +67,14 @@ pub struct Policy {
 
 impl Policy {
     pub fn new(config: &Config) -> Policy {
+        Policy::from_rules(config.all_rules())
+    }
+
+    /// A policy of these rules (the config's, plus any a person created).
+    pub fn from_rules<'a>(all: impl Iterator<Item = &'a RuleConfig>) -> Policy {
         let mut rules = Vec::new();
         let mut broken = Vec::new();
-        for rule in config.all_rules() {
+        for rule in all {
             match compile(rule) {
                 Ok(c) => rules.push(c),
                 Err(why) => broken.push((rule.clone(), why)),

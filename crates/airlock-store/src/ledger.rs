@@ -34,6 +34,20 @@ pub struct FrozenCall {
     pub reason: String,
     /// The first sentence of the tool's description.
     pub description: String,
+    /// The tool's contract digest when the call asked ('always allow' pins
+    /// its rule to it).
+    pub contract_digest: String,
+}
+
+/// A rule a person created by choosing "always allow": allow this exposed
+/// tool on this connection while its contract has this digest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StandingRule {
+    pub id: i64,
+    pub tool: String,
+    pub connection: String,
+    pub digest: String,
+    pub created_by: String,
 }
 
 /// A row as `airlock pending` shows it.

@@ -233,6 +233,9 @@ pub trait Store: Send + Sync + 'static {
     /// Live pending rows (or every row with `all`), oldest first.
     fn ledger_list(&self, all: bool) -> Result<Vec<ledger::ApprovalRow>>;
 
+    /// Rules people created by choosing "always allow".
+    fn standing_rules(&self) -> Result<Vec<ledger::StandingRule>>;
+
     /// The command fingerprint a person approved for a stdio source.
     fn approved_command(&self, source: &str) -> Result<Option<String>>;
 }

@@ -283,3 +283,50 @@ async fn allow_for_this_run_asks_once_per_session() {
         "The user declined this tool call."
     );
 }
+
+#[tokio::test]
+async fn always_allow_is_pinned_to_the_contract() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    let first = in_background(&client, "fixture__echo", json!({"text": "one"}));
+    let id = scratch.pending_id().await;
+    let (code, said) = cli(&scratch, &["approve", &id, "--always"]).await;
+    assert_eq!(code, 0, "{said}");
+    assert_eq!(first_text(&first.await.unwrap().unwrap()), "one");
+    drop(client);
+    // A new session, a new process: the standing rule still allows it.
+    let client = scratch.stdio_client(&config, ()).await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.call_tool(call("fixture__echo", json!({"text": "two"}))),
+    )
+    .await
+    .expect("no approval was needed")
+    .unwrap();
+    assert_eq!(first_text(&r), "two");
+    client.cancel().await.unwrap();
+    // The server changes the tool; a person re-reviews it; the rule, pinned
+    // to the old contract, no longer applies, so the call asks again.
+    let changed = scratch
+        .reviewed_config(
+            r#"
+[sources.fixture]
+command = "{fixture}"
+env = { FIXTURE_VARIANT = "2" }
+
+[[rules]]
+action = "ask"
+tool = "fixture__echo"
+"#,
+        )
+        .await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&changed, ()).await);
+    let waiting = in_background(&client, "fixture__echo", json!({"text": "three"}));
+    let id = scratch.pending_id().await;
+    cli(&scratch, &["deny", &id]).await;
+    assert_eq!(
+        first_text(&waiting.await.unwrap().unwrap()),
+        "The user declined this tool call."
+    );
+}

@@ -62,6 +62,10 @@ pub(crate) async fn ask(
         args_digest: contract::digest_value(&args),
         reason: decision.reason.clone(),
         description,
+        contract_digest: catalog
+            .contract(&call.params.name)
+            .map(|c| c.digest.clone())
+            .unwrap_or_default(),
     };
     let settings = &hub.config.hub;
     let pending = match hub.store.ledger_create(
@@ -188,14 +192,16 @@ fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
                 }));
             }
             let by = approved.call.principal.clone();
-            let for_run = approved.choice == "run";
+            let choice = approved.choice.clone();
             match hub.store.ledger_claim(approved) {
                 Ok(Some(executing)) => {
-                    if for_run {
-                        hub.grant_run(call.session, &call.params.name);
-                        audit(hub, call, "approved for this run", &format!("by {by}"));
-                    } else {
-                        audit(hub, call, "approved", &format!("by {by}"));
+                    match choice.as_str() {
+                        "run" => {
+                            hub.grant_run(call.session, &call.params.name);
+                            audit(hub, call, "approved for this run", &format!("by {by}"));
+                        }
+                        "always" => audit(hub, call, "approved always", &format!("by {by}")),
+                        _ => audit(hub, call, "approved", &format!("by {by}")),
                     }
                     Approval::Granted {
                         executing,

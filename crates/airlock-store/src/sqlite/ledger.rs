@@ -27,8 +27,8 @@ pub(super) fn create(
     let expires = now + ttl_ms;
     conn.execute(
         "INSERT INTO approvals (id, state, principal, session, source, connection, tool, upstream,
-             arguments, args_digest, reason, description, created_at_ms, expires_at_ms)
-         VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             arguments, args_digest, reason, description, created_at_ms, expires_at_ms, contract_digest)
+         VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             id,
             call.principal,
@@ -42,7 +42,8 @@ pub(super) fn create(
             call.reason,
             call.description,
             now,
-            expires
+            expires,
+            call.contract_digest
         ],
     )?;
     Ok(Pending {
@@ -63,7 +64,7 @@ fn row(conn: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
         .query_row(
             "SELECT id, state, principal, session, source, connection, tool, upstream,
                     COALESCE(arguments, ''), args_digest, reason, description,
-                    created_at_ms, expires_at_ms, decided_by, channel, detail, choice
+                    created_at_ms, expires_at_ms, decided_by, channel, detail, choice, contract_digest
              FROM approvals WHERE id = ?1",
             params![id],
             read_row,
@@ -86,6 +87,7 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
             args_digest: r.get(9)?,
             reason: r.get(10)?,
             description: r.get(11)?,
+            contract_digest: r.get(18)?,
         },
         created_at_ms: r.get(12)?,
         expires_at_ms: r.get(13)?,
@@ -184,10 +186,26 @@ pub(super) fn list(conn: &Connection, all: bool) -> Result<Vec<ApprovalRow>> {
     let mut stmt = conn.prepare(
         "SELECT id, state, principal, session, source, connection, tool, upstream,
                 COALESCE(arguments, ''), args_digest, reason, description,
-                created_at_ms, expires_at_ms, decided_by, channel, detail, choice
+                created_at_ms, expires_at_ms, decided_by, channel, detail, choice, contract_digest
          FROM approvals WHERE ?1 OR (state = 'pending' AND expires_at_ms > ?2)
          ORDER BY created_at_ms",
     )?;
     let rows = stmt.query_map(params![all, now_ms()], read_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub(super) fn standing_rules(conn: &Connection) -> Result<Vec<crate::ledger::StandingRule>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, tool, connection, digest, created_by FROM standing_rules ORDER BY id",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(crate::ledger::StandingRule {
+            id: r.get(0)?,
+            tool: r.get(1)?,
+            connection: r.get(2)?,
+            digest: r.get(3)?,
+            created_by: r.get(4)?,
+        })
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

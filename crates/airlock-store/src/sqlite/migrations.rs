@@ -92,6 +92,18 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 5: which of the choices a person made.
     "ALTER TABLE approvals ADD COLUMN choice TEXT NOT NULL DEFAULT 'once';",
+    // 6: 'always allow': the contract a call asked under, and the rules a
+    //    person's 'always' created (written by airlock-decision only).
+    "ALTER TABLE approvals ADD COLUMN contract_digest TEXT NOT NULL DEFAULT '';
+    CREATE TABLE standing_rules (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        tool          TEXT NOT NULL,
+        connection    TEXT NOT NULL,
+        digest        TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        created_by    TEXT NOT NULL,
+        approval      TEXT NOT NULL
+    );",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {

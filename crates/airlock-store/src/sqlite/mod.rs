@@ -397,6 +397,10 @@ impl Store for SqliteStore {
         ledger::list(&self.conn(), all)
     }
 
+    fn standing_rules(&self) -> Result<Vec<crate::ledger::StandingRule>> {
+        ledger::standing_rules(&self.conn())
+    }
+
     fn approved_command(&self, source: &str) -> Result<Option<String>> {
         Ok(self
             .conn()
