@@ -32,18 +32,11 @@ pub fn contract_of(tool: &Value) -> Value {
 
 /// `sha256:<hex>` of the tool's contract.
 pub fn digest(tool: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(&contract_of(tool), &mut canonical);
-    format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(canonical.as_bytes()))
-    )
+    digest_canonical(&canonical(&contract_of(tool)))
 }
 
-/// `sha256:<hex>` of any JSON value in canonical form (arguments, records).
-pub fn digest_value(v: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(v, &mut canonical);
+/// `sha256:<hex>` of text already in canonical form (see [`canonical`]).
+pub fn digest_canonical(canonical: &str) -> String {
     format!(
         "sha256:{}",
         hex::encode(Sha256::digest(canonical.as_bytes()))

@@ -45,6 +45,7 @@ pub(crate) async fn ask(
 ) -> Approval {
     let source = hub.sources[target.source].name();
     let args = Value::Object(call.params.arguments.clone().unwrap_or_default());
+    let canonical = contract::canonical(&args);
     let catalog = hub.catalog();
     let description = catalog
         .contract(&call.params.name)
@@ -58,8 +59,8 @@ pub(crate) async fn ask(
         connection: hub.policy().connection(source).to_string(),
         tool: call.params.name.to_string(),
         upstream: target.upstream_name.clone(),
-        arguments: contract::canonical(&args),
-        args_digest: contract::digest_value(&args),
+        args_digest: contract::digest_canonical(&canonical),
+        arguments: canonical,
         reason: decision.reason.clone(),
         description,
         contract_digest: catalog

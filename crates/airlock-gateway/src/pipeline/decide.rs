@@ -90,7 +90,7 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
             .map(|(o, _)| o.clone())
             .unwrap_or_default(),
         reason: decision.reason.clone(),
-        args_digest: contract::digest_value(&args),
+        args_digest: contract::digest_canonical(&canonical),
         args_excerpt: excerpt(
             &airlock_upstream::Secrets::scrub(hub.secrets.as_ref(), &canonical),
             ARGS_EXCERPT_BYTES,
