@@ -330,3 +330,83 @@ tool = "fixture__echo"
         "The user declined this tool call."
     );
 }
+
+/// While a call waits for a person, the HTTP face keeps the stream alive
+/// with SSE comment frames (every 15 s), so proxies do not cut it.
+#[tokio::test]
+async fn waiting_call_keeps_the_http_stream_alive() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let addr = airlock_testkit::free_addr();
+    let _hub = scratch
+        .airlock(&[
+            "serve",
+            "--config",
+            &config.to_string_lossy(),
+            "--http",
+            &addr.to_string(),
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    airlock_testkit::wait_for_port(addr).await;
+    let url = format!("http://{addr}/mcp");
+    let http = reqwest::Client::new();
+    let post = |body: serde_json::Value, session: Option<String>| {
+        let mut req = http
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body.to_string());
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        req.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        None,
+    )
+    .await
+    .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(session.clone()),
+    )
+    .await
+    .unwrap();
+    let mut call = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "fixture__echo", "arguments": {"text": "kept alive"}}}),
+        Some(session),
+    )
+    .await
+    .unwrap();
+    // Read the stream for a little over one keep-alive period.
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(18);
+    while !seen.contains("\n:") && !seen.starts_with(':') {
+        let chunk = tokio::time::timeout_at(deadline, call.chunk())
+            .await
+            .expect("a keep-alive frame within 18 s")
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let id = scratch.pending_id().await;
+    cli(&scratch, &["approve", &id]).await;
+    while !seen.contains("kept alive") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), call.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the answer arrives on the same stream");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
