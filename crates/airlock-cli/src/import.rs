@@ -16,6 +16,11 @@ pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
     for skipped in &imported.skipped {
         eprintln!("note: server `{skipped}` is disabled in the client file and was left out");
     }
+    for (name, place) in &imported.secrets_to_store {
+        eprintln!(
+            "note: {place} looked like a credential and is now \"secret:{name}\"; store its value with `airlock secret set {name}` (the value was not copied)"
+        );
+    }
     let header = format!(
         "# Imported by `airlock import` from {}.\n# Tools appear to clients as <source>__<tool>.\n\n",
         file.display()

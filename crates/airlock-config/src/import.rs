@@ -51,6 +51,9 @@ pub struct ImportOutput {
     pub renamed: Vec<(String, String)>,
     /// Servers marked `disabled` in the client file and left out.
     pub skipped: Vec<String>,
+    /// Values that looked like credentials, replaced in the TOML by a
+    /// reference: (secret name, where it was). The values are not kept.
+    pub secrets_to_store: Vec<(String, String)>,
 }
 
 pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput, ConfigError> {
@@ -207,6 +210,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
         },
         renamed,
         skipped,
+        secrets_to_store: Vec::new(),
     })
 }
 
@@ -222,13 +226,46 @@ fn locate_key(text: &str, key: &str) -> (usize, usize) {
 /// Reads a client JSON file and renders the equivalent airlock TOML.
 pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
-    let out = parse_client_json(path, &text)?;
+    let mut out = parse_client_json(path, &text)?;
+    out.secrets_to_store = move_credentials_out(&mut out.config);
     let toml = render_toml(&out.config);
     Ok((out, toml))
 }
 
-/// Renders sources as airlock TOML. Values are copied as they are: a value
-/// that should be a secret is the user's to move into the keychain.
+/// Replaces every env or header value that looks like a live credential
+/// with a `secret:NAME` reference, so the TOML never holds it; returns the
+/// names to store and where each was.
+fn move_credentials_out(config: &mut Config) -> Vec<(String, String)> {
+    let mut moved = Vec::new();
+    for source in &mut config.sources {
+        let values = match &mut source.transport {
+            Transport::Stdio { env, .. } => env,
+            Transport::Http { headers, .. } => headers,
+        };
+        for (key, value) in values.iter_mut() {
+            if value.contains("secret:")
+                || crate::credentials::looks_like_credential(key, value).is_none()
+            {
+                continue;
+            }
+            let name = format!("{}_{}", source.name, key)
+                .to_ascii_uppercase()
+                .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+            // Keep a scheme word ("Bearer …") in front of the reference.
+            let reference = match value.split_once(' ') {
+                Some((scheme, _)) if !scheme.is_empty() && scheme.len() < 10 => {
+                    format!("{scheme} ${{secret:{name}}}")
+                }
+                _ => format!("secret:{name}"),
+            };
+            *value = reference;
+            moved.push((name, format!("{}.{key}", source.name)));
+        }
+    }
+    moved
+}
+
+/// Renders sources as airlock TOML.
 pub fn render_toml(config: &Config) -> String {
     let mut sources = toml::Table::new();
     for s in &config.sources {
@@ -329,6 +366,32 @@ mod tests {
     fn malformed_json_names_the_position() {
         let e = parse("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"\n  }\n").unwrap_err();
         assert!(e.line >= 4, "{e}");
+    }
+
+    #[test]
+    fn import_moves_credentials_out_of_the_toml() {
+        let dir = std::env::temp_dir().join(format!("airlock-import-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("claude.json");
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {"gh": {"command": "npx", "env": {"GITHUB_TOKEN": "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "LOG": "debug"}},
+                "api": {"url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer sk-proj-abcdefghijklmnop"}}}}"#,
+        )
+        .unwrap();
+        let (out, toml) = import_json(&path).unwrap();
+        assert!(!toml.contains("ghp_16C7e42F"), "{toml}");
+        assert!(!toml.contains("sk-proj"), "{toml}");
+        assert!(toml.contains("secret:GH_GITHUB_TOKEN"), "{toml}");
+        assert!(
+            toml.contains("Bearer ${secret:API_AUTHORIZATION}"),
+            "{toml}"
+        );
+        assert!(toml.contains("debug"), "{toml}");
+        assert_eq!(out.secrets_to_store.len(), 2);
+        // The TOML it wrote loads.
+        crate::raw::parse_toml(&path.with_extension("toml"), &toml).unwrap();
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
