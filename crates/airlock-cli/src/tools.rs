@@ -148,9 +148,9 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Stdio sources first: the exact command each runs is approved before it
-/// ever starts (a changed command asks again). `--approve NAME` takes a
-/// source name for its command.
+/// Sources first: the exact command each stdio source runs, and the origin
+/// each url source reaches, are approved before it ever starts (a change
+/// asks again). `--approve NAME` takes a source name for this.
 fn review_commands(
     config: &airlock_config::Config,
     store: &SqliteStore,
@@ -169,7 +169,12 @@ fn review_commands(
             continue;
         }
         let state = if previous.is_some() { "CHANGED" } else { "NEW" };
-        println!("── {state} command of source {}", source.name);
+        let what = if command.endpoint.is_some() {
+            "endpoint"
+        } else {
+            "command"
+        };
+        println!("── {state} {what} of source {}", source.name);
         if let Some(prev) = &previous {
             println!("     - {prev}");
         }

@@ -727,7 +727,13 @@ impl Downstream for Link {
         let Some(hub) = self.0.upgrade() else {
             return Err("airlock is shutting down".into());
         };
-        if let Some(allowed) = &hub.config.hub.allowed_programs {
+        if let Some(allowed) = hub
+            .config
+            .hub
+            .allowed_programs
+            .as_ref()
+            .filter(|_| command.endpoint.is_none())
+        {
             let name = command
                 .program
                 .file_name()
@@ -748,11 +754,11 @@ impl Downstream for Link {
         match hub.store.approved_command(source) {
             Ok(Some(f)) if f == command.fingerprint() => Ok(()),
             Ok(Some(_)) => Err(format!(
-                "its command changed since it was reviewed, so it does not run until a person approves it: `{}`; run `airlock tools review`",
+                "what it runs or reaches changed since it was reviewed, so it does not start until a person approves it: `{}`; run `airlock tools review`",
                 command.describe()
             )),
             Ok(None) => Err(format!(
-                "its command has not been reviewed, so it does not run until a person approves it: `{}`; run `airlock tools review`",
+                "what it runs or reaches has not been reviewed, so it does not start until a person approves it: `{}`; run `airlock tools review`",
                 command.describe()
             )),
             Err(e) => Err(format!("cannot read approved commands: {e}")),

@@ -19,7 +19,9 @@ async fn redirector(to: &'static str) -> std::net::SocketAddr {
     addr
 }
 
+/// `airlock doctor` after a person approved the source's endpoint.
 async fn doctor(scratch: &Scratch, config: &Path) -> String {
+    scratch.approve_commands(config, &["web"]).await;
     let out = scratch
         .airlock(&["doctor", "--config", &config.to_string_lossy()])
         .output()
@@ -116,4 +118,32 @@ fn only_the_egress_module_builds_http_clients() {
             }
         }
     }
+}
+
+#[tokio::test]
+async fn unreviewed_or_moved_endpoint_never_connects() {
+    let scratch = Scratch::new();
+    let config = scratch.config(
+        "[hub]\nconnect_timeout = \"3s\"\n\n[sources.web]\nurl = \"https://example.com/mcp\"\n",
+    );
+    let out = scratch
+        .airlock(&["doctor", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("has not been reviewed"), "{report}");
+    assert!(report.contains("endpoint https://example.com"), "{report}");
+    scratch.approve_commands(&config, &["web"]).await;
+    // Same source name, another host: it asks again.
+    let moved = scratch.config(
+        "[hub]\nconnect_timeout = \"3s\"\n\n[sources.web]\nurl = \"https://example.org/mcp\"\n",
+    );
+    let out = scratch
+        .airlock(&["doctor", "--config", &moved.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("changed since it was reviewed"), "{report}");
 }

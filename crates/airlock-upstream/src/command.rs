@@ -1,7 +1,8 @@
-//! What a stdio source will run, as a person reviews it: the resolved
-//! program path, the arguments, the names (never the values) of the
-//! environment it is given, and its working directory. A change to any of
-//! these asks for review again.
+//! What a source reaches, as a person reviews it. For a stdio source: the
+//! resolved program path, the arguments, the names (never the values) of
+//! the environment it is given, and its working directory. For a url
+//! source: the endpoint's origin (scheme, host, port) and the names of the
+//! headers it sends. A change to any of these asks for review again.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,8 @@ use airlock_config::{SourceConfig, Transport};
 /// The exact command of a stdio source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandIdentity {
+    /// Set for url sources: the origin the source may reach.
+    pub endpoint: Option<String>,
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env_names: Vec<String>,
@@ -17,19 +20,31 @@ pub struct CommandIdentity {
 }
 
 impl CommandIdentity {
-    /// `None` for url sources. A program that cannot be found keeps its
-    /// name as written; starting it will fail with "not found".
+    /// What `source` runs or reaches. A program that cannot be found keeps
+    /// its name as written; starting it will fail with "not found".
     pub fn of(source: &SourceConfig) -> Option<CommandIdentity> {
-        let Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } = &source.transport
-        else {
-            return None;
+        let (command, args, env, cwd) = match &source.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => (command, args, env, cwd),
+            Transport::Http { url, headers } => {
+                let origin = reqwest::Url::parse(url)
+                    .map(|u| u.origin().ascii_serialization())
+                    .unwrap_or_else(|_| url.clone());
+                return Some(CommandIdentity {
+                    endpoint: Some(origin),
+                    program: PathBuf::new(),
+                    args: Vec::new(),
+                    env_names: headers.keys().cloned().collect(),
+                    cwd: None,
+                });
+            }
         };
         Some(CommandIdentity {
+            endpoint: None,
             program: locate(command).unwrap_or_else(|| PathBuf::from(command)),
             args: args.clone(),
             env_names: env.keys().cloned().collect(),
@@ -39,6 +54,13 @@ impl CommandIdentity {
 
     /// One line for a person.
     pub fn describe(&self) -> String {
+        if let Some(origin) = &self.endpoint {
+            let mut s = format!("endpoint {origin}");
+            if !self.env_names.is_empty() {
+                s.push_str(&format!("  (headers: {})", self.env_names.join(", ")));
+            }
+            return s;
+        }
         let mut s = self.program.display().to_string();
         for a in &self.args {
             s.push(' ');
