@@ -96,6 +96,16 @@ impl Scratch {
         );
     }
 
+    /// What `airlock doctor --config <config>` prints.
+    pub async fn doctor(&self, config: &Path) -> String {
+        let out = self
+            .airlock(&["doctor", "--config", &config.to_string_lossy()])
+            .output()
+            .await
+            .expect("run airlock doctor");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// `airlock tools review --approve-all` for `config`.
     pub async fn review(&self, config: &Path) {
         let out = self

@@ -22,12 +22,7 @@ async fn redirector(to: &'static str) -> std::net::SocketAddr {
 /// `airlock doctor` after a person approved the source's endpoint.
 async fn doctor(scratch: &Scratch, config: &Path) -> String {
     scratch.approve_commands(config, &["web"]).await;
-    let out = scratch
-        .airlock(&["doctor", "--config", &config.to_string_lossy()])
-        .output()
-        .await
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    scratch.doctor(config).await
 }
 
 #[tokio::test]
@@ -126,12 +121,7 @@ async fn unreviewed_or_moved_endpoint_never_connects() {
     let config = scratch.config(
         "[hub]\nconnect_timeout = \"3s\"\n\n[sources.web]\nurl = \"https://example.com/mcp\"\n",
     );
-    let out = scratch
-        .airlock(&["doctor", "--config", &config.to_string_lossy()])
-        .output()
-        .await
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
+    let report = scratch.doctor(&config).await;
     assert!(report.contains("has not been reviewed"), "{report}");
     assert!(report.contains("endpoint https://example.com"), "{report}");
     scratch.approve_commands(&config, &["web"]).await;
@@ -139,11 +129,6 @@ async fn unreviewed_or_moved_endpoint_never_connects() {
     let moved = scratch.config(
         "[hub]\nconnect_timeout = \"3s\"\n\n[sources.web]\nurl = \"https://example.org/mcp\"\n",
     );
-    let out = scratch
-        .airlock(&["doctor", "--config", &moved.to_string_lossy()])
-        .output()
-        .await
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
+    let report = scratch.doctor(&moved).await;
     assert!(report.contains("changed since it was reviewed"), "{report}");
 }

@@ -341,28 +341,17 @@ async fn failed_reload_keeps_the_last_good_policy() {
 async fn unreviewed_command_never_runs_and_a_changed_one_asks_again() {
     let scratch = Scratch::new();
     let config = scratch.config(&format!("[hub]\nconnect_timeout = \"5s\"\n{FIXTURE}"));
-    let doctor = |config: std::path::PathBuf| {
-        let scratch = &scratch;
-        async move {
-            let out = scratch
-                .airlock(&["doctor", "--config", &config.to_string_lossy()])
-                .output()
-                .await
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        }
-    };
-    let report = doctor(config.clone()).await;
+    let report = scratch.doctor(&config).await;
     assert!(report.contains("has not been reviewed"), "{report}");
     assert!(report.contains("airlock-fixture"), "{report}");
     scratch.approve_commands(&config, &["fixture"]).await;
-    let report = doctor(config.clone()).await;
+    let report = scratch.doctor(&config).await;
     assert!(report.contains("ok    source fixture"), "{report}");
     // Same source, different arguments: it asks again.
     let changed = scratch.config(&format!(
         "[hub]\nconnect_timeout = \"5s\"\n{FIXTURE}args = [\"--verbose\"]\n"
     ));
-    let report = doctor(changed).await;
+    let report = scratch.doctor(&changed).await;
     assert!(report.contains("changed since it was reviewed"), "{report}");
 }
 
@@ -374,11 +363,6 @@ async fn program_outside_the_allow_list_never_runs() {
             "[hub]\nallowed_programs = [\"npx\"]\nconnect_timeout = \"5s\"\n{FIXTURE}"
         ))
         .await;
-    let out = scratch
-        .airlock(&["doctor", "--config", &config.to_string_lossy()])
-        .output()
-        .await
-        .unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
+    let report = scratch.doctor(&config).await;
     assert!(report.contains("not in hub.allowed_programs"), "{report}");
 }
