@@ -114,6 +114,7 @@ args = ["{files}"]
 def airlock_env(hub_dir) -> dict:
     env = dict(os.environ)
     env["AIRLOCK_HOME"] = str(hub_dir["home"])
+    env["AIRLOCK_NO_BROWSER"] = "1"  # print the approval page's link
     env["AIRLOCK_LOG"] = "warn,rmcp=error"
     return env
 

@@ -6,7 +6,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airlock_decision::{Choice, record_decision};
+use airlock_channels::Desk;
+use airlock_store::ledger::Choice;
 use airlock_store::{SqliteStore, Store};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -73,13 +74,23 @@ pub async fn run(dir: &Path, samples: usize, waiting: usize) -> anyhow::Result<A
     cmd.args(["serve", "--config"])
         .arg(&config)
         .env("AIRLOCK_HOME", &home)
+        .env("AIRLOCK_NO_BROWSER", "1")
         .env("AIRLOCK_LOG", "error")
         .stderr(Stdio::null())
         .kill_on_drop(true);
     let transport = TokioChildProcess::new(cmd)?;
     let pid = transport.id();
     let client = Arc::new(().serve(transport).await?);
-    let principal = airlock_gateway::hub::principal();
+    let desk = {
+        let home = home.clone();
+        Desk::new(
+            store.path().to_path_buf(),
+            airlock_gateway::hub::principal(),
+            Box::new(move |id| {
+                airlock_gateway::control::notify(&home, id);
+            }),
+        )
+    };
 
     // Decision → answer, one call at a time.
     let mut lat = Vec::new();
@@ -88,14 +99,7 @@ pub async fn run(dir: &Path, samples: usize, waiting: usize) -> anyhow::Result<A
         let call = tokio::spawn(async move { c.call_tool(echo()).await });
         let ids = wait_pending(&store, 1).await?;
         let t = Instant::now();
-        record_decision(
-            store.path(),
-            &ids[0],
-            &principal,
-            Choice::AllowOnce,
-            "bench",
-        )?;
-        airlock_gateway::control::notify(&home, &ids[0]);
+        desk.decide(&ids[0], Choice::AllowOnce, "bench")?;
         call.await??;
         lat.push(t.elapsed());
     }

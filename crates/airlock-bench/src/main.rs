@@ -179,6 +179,7 @@ pub(crate) fn review(config: &Path, home: &Path) -> anyhow::Result<()> {
         .args(["tools", "review", "--approve-all", "--config"])
         .arg(config)
         .env("AIRLOCK_HOME", home)
+        .env("AIRLOCK_NO_BROWSER", "1")
         .stdout(Stdio::null())
         .status()?;
     anyhow::ensure!(status.success(), "airlock tools review failed");
@@ -189,6 +190,7 @@ fn airlock(home: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("airlock"));
     cmd.args(args)
         .env("AIRLOCK_HOME", home)
+        .env("AIRLOCK_NO_BROWSER", "1")
         .env("AIRLOCK_LOG", "error")
         .stderr(Stdio::null())
         .kill_on_drop(true);

@@ -1,10 +1,14 @@
-//! `airlock pending`, `airlock approve`, `airlock deny`: the terminal as a
-//! human channel. Reaches the hub through the ledger and the control socket
+//! `airlock pending`, `airlock approve`, `airlock deny`, `airlock page`: the
+//! terminal as a human channel. Reaches the hub through the ledger and the control socket
 //! in the data directory, which only this user can open; never over MCP.
 
 use std::process::ExitCode;
 
-use airlock_decision::{Choice, Recorded, record_decision};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use airlock_channels::Desk;
+use airlock_store::ledger::{Choice, Recorded};
 use airlock_store::{SqliteStore, Store, now_ms};
 
 use crate::home;
@@ -59,8 +63,19 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
     let dir = home::data_dir()?;
     let store = SqliteStore::open_in(&dir)?;
     let principal = airlock_gateway::hub::principal();
-    let recorded = record_decision(store.path(), id, &principal, choice, "cli")?;
-    let woke = airlock_gateway::control::notify(&dir, id);
+    let woke = Arc::new(AtomicBool::new(false));
+    let desk = {
+        let (dir, woke) = (dir.clone(), woke.clone());
+        Desk::new(
+            store.path().to_path_buf(),
+            principal,
+            Box::new(move |id| {
+                woke.store(airlock_gateway::control::notify(&dir, id), Ordering::SeqCst);
+            }),
+        )
+    };
+    let recorded = desk.decide(id, choice, "cli")?;
+    let woke = woke.load(Ordering::SeqCst);
     let (message, code) = match recorded {
         Recorded::Approved if choice == Choice::AllowForRun => (
             "approved: the call runs as shown, and this tool runs unasked for the rest of the client's session",
@@ -88,4 +103,22 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::from(code))
+}
+
+/// `airlock page`: a fresh one-time link to the running hub's approval page,
+/// opened in the browser (or printed).
+pub fn page(print: bool) -> anyhow::Result<ExitCode> {
+    let dir = home::data_dir()?;
+    let Some(link) = airlock_gateway::control::page_link(&dir) else {
+        println!(
+            "no running hub with an approval page answered (is `airlock serve` running, with approval_page not \"off\"?)"
+        );
+        return Ok(ExitCode::from(3));
+    };
+    if print || webbrowser::open(&link).is_err() {
+        println!("{link}");
+    } else {
+        println!("opened the approval page in your browser");
+    }
+    Ok(ExitCode::SUCCESS)
 }

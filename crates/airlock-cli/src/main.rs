@@ -3,6 +3,7 @@
 
 mod approvals;
 mod audit;
+mod channels;
 mod doctor;
 mod home;
 mod import;
@@ -88,6 +89,12 @@ enum Command {
     },
     /// Decline one waiting call.
     Deny { id: String },
+    /// Open the running hub's approval page (a fresh one-time link).
+    Page {
+        /// Print the link instead of opening a browser.
+        #[arg(long)]
+        print: bool,
+    },
     /// Review new and changed tools, and pin the contracts a person approves.
     Tools {
         #[command(subcommand)]
@@ -188,14 +195,15 @@ fn main() -> ExitCode {
         } => approvals::decide(
             &id,
             if always {
-                airlock_decision::Choice::AllowAlways
+                airlock_store::ledger::Choice::AllowAlways
             } else if for_run {
-                airlock_decision::Choice::AllowForRun
+                airlock_store::ledger::Choice::AllowForRun
             } else {
-                airlock_decision::Choice::AllowOnce
+                airlock_store::ledger::Choice::AllowOnce
             },
         ),
-        Command::Deny { id } => approvals::decide(&id, airlock_decision::Choice::Deny),
+        Command::Deny { id } => approvals::decide(&id, airlock_store::ledger::Choice::Deny),
+        Command::Page { print } => approvals::page(print),
         Command::Tools {
             command:
                 ToolsCommand::Review {

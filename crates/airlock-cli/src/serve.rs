@@ -30,12 +30,15 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
     let config_path = config;
     let (config, origin) = home::load_config(config_path.as_deref())?;
     let data_dir = home::data_dir()?;
-    let store: Arc<dyn Store> = SqliteStore::open_in(&data_dir)?;
+    let sqlite = SqliteStore::open_in(&data_dir)?;
+    let database = sqlite.path().to_path_buf();
+    let store: Arc<dyn Store> = sqlite;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let connect_timeout = config.hub.connect_timeout;
         let sources = config.sources.len();
-        let hub = Hub::start(config, store, home::hub_secrets()?);
+        let hub = Hub::start(config, store.clone(), home::hub_secrets()?);
+        crate::channels::attach(&hub, database, store).await?;
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));
         let control = airlock_gateway::control::socket_path(&data_dir);

@@ -25,7 +25,8 @@ pub use credentials::looks_like_credential;
 pub use error::ConfigError;
 pub use import::{ImportOutput, import_json};
 pub use model::{
-    Action, ArgCondition, ArgTest, Config, HubSettings, Layer, RuleConfig, SourceConfig, Transport,
+    Action, ApprovalPage, ArgCondition, ArgTest, Config, HubSettings, Layer, RuleConfig,
+    SourceConfig, Transport,
 };
 pub use names::{SOURCE_NAME_RULE, validate_source_name};
 

@@ -112,6 +112,20 @@ pub struct HubSettings {
     /// If set, the only programs a stdio source may run (file names or
     /// absolute paths).
     pub allowed_programs: Option<Vec<String>>,
+    /// How a person is pointed at the approval page when a call asks.
+    pub approval_page: ApprovalPage,
+}
+
+/// How the approval page reaches the person when a call waits for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalPage {
+    /// Open it in the default browser (printing the link where that fails).
+    #[default]
+    Open,
+    /// Print a one-time link on airlock's stderr.
+    Print,
+    /// No page: the client's prompt and the CLI only.
+    Off,
 }
 
 impl Default for HubSettings {
@@ -126,6 +140,7 @@ impl Default for HubSettings {
             approval_ttl: Duration::from_secs(120),
             approval_retention: Duration::from_secs(24 * 3600),
             allowed_programs: None,
+            approval_page: ApprovalPage::Open,
         }
     }
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{ConfigError, closest};
-use crate::model::{Config, HubSettings, Layer, SourceConfig, Transport};
+use crate::model::{ApprovalPage, Config, HubSettings, Layer, SourceConfig, Transport};
 use crate::names::validate_source_name;
 use crate::rules::{CONDITION_KEYS, RULE_KEYS, RawRule};
 
@@ -22,6 +22,7 @@ const HUB_KEYS: &[&str] = &[
     "approval_ttl",
     "approval_retention",
     "allowed_programs",
+    "approval_page",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",
@@ -60,6 +61,7 @@ struct RawHub {
     approval_ttl: Option<Spanned<String>>,
     approval_retention: Option<Spanned<String>>,
     allowed_programs: Option<Vec<String>>,
+    approval_page: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -119,6 +121,21 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
             hub.approval_ttl = duration(path, text, "hub.approval_ttl", &t)?;
         }
         hub.allowed_programs = h.allowed_programs;
+        if let Some(p) = h.approval_page {
+            hub.approval_page = match p.get_ref().as_str() {
+                "open" => ApprovalPage::Open,
+                "print" => ApprovalPage::Print,
+                "off" => ApprovalPage::Off,
+                other => {
+                    return Err(err(
+                        p.span().start,
+                        "hub.approval_page".into(),
+                        format!("`{other}` is not a way to show the approval page"),
+                        "use \"open\" (open it in the browser), \"print\" (print its link) or \"off\"".into(),
+                    ));
+                }
+            };
+        }
         if let Some(t) = h.approval_retention {
             hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
         }

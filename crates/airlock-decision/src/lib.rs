@@ -14,30 +14,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// What a person chose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Choice {
-    AllowOnce,
-    /// This call, and the same tool for the rest of the client session
-    /// (bounded in count and time by the hub).
-    AllowForRun,
-    /// This call, and from now on this tool on this connection while its
-    /// contract stays the one it had when the call asked.
-    AllowAlways,
-    Deny,
-}
-
-/// What recording the choice did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recorded {
-    Approved,
-    Denied,
-    /// Too late: the approval expired before the decision.
-    Expired,
-    /// No pending approval with this id for this principal (never was,
-    /// belongs to someone else, or was already decided).
-    NotFound,
-}
+pub use airlock_store::ledger::{Choice, Recorded};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot record the decision: {0}")]

@@ -50,6 +50,7 @@ fn approval_is_single_use() {
         id: a.id.clone(),
         call: a.call.clone(),
         choice: a.choice.clone(),
+        channel: a.channel.clone(),
     };
     // Claimed once; the second claim loses.
     assert!(store.ledger_claim(a).unwrap().is_some());

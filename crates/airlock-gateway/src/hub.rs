@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use airlock_config::{Action, Config, Layer, RuleConfig};
@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
+use crate::channels::HumanChannels;
 use crate::pipeline::ToolCall;
 use crate::pipeline::input::{InputNeeded, ParkedCalls, client_supports};
 use crate::secrets::HubSecrets;
@@ -51,6 +52,11 @@ pub struct Hub {
     /// Who this hub acts for; approvals belong to this principal.
     pub principal: String,
     approval_waiters: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
+    /// The approval page and the prompt channel, attached by what runs the
+    /// hub; without them a call that asks waits for the CLI only.
+    channels: OnceLock<Arc<dyn HumanChannels>>,
+    /// Seals the `requestState` of approval forms for 2026-07-28 clients.
+    pub(crate) seals: crate::pipeline::seal::Sealer,
     /// "Allow for this run": (session, exposed tool) → what is left of it.
     run_grants: Mutex<HashMap<(SessionId, String), RunGrant>>,
     policy: RwLock<Arc<PolicyState>>,
@@ -182,6 +188,8 @@ impl Hub {
             Hub {
                 principal: principal(),
                 approval_waiters: Mutex::new(HashMap::new()),
+                channels: OnceLock::new(),
+                seals: crate::pipeline::seal::Sealer::new(),
                 run_grants: Mutex::new(HashMap::new()),
                 policy: RwLock::new(Arc::new(PolicyState::new(&config))),
                 reviewed: Mutex::new(ReviewedCache::default()),
@@ -257,6 +265,16 @@ impl Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
+    }
+
+    /// Attaches the human channels beyond the CLI (once; later calls are
+    /// ignored).
+    pub fn attach_channels(&self, channels: Arc<dyn HumanChannels>) {
+        let _ = self.channels.set(channels);
+    }
+
+    pub(crate) fn channels(&self) -> Option<&Arc<dyn HumanChannels>> {
+        self.channels.get()
     }
 
     /// A human channel recorded a decision on `id`: wake its call. Waking

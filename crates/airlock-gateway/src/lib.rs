@@ -10,6 +10,7 @@
 //! `airlock-store`, configuration in `airlock-config`.
 
 pub mod catalog;
+pub mod channels;
 pub mod control;
 pub mod faces;
 pub mod hub;

@@ -76,8 +76,11 @@ pub struct Pending {
 pub struct Approved {
     pub id: String,
     pub call: FrozenCall,
-    /// `once`, or `run` (this tool, for the rest of the client session).
+    /// `once`, `run` (this tool, for the rest of the client session) or
+    /// `always`.
     pub choice: String,
+    /// Where the person decided: `prompt`, `page` or `cli`.
+    pub channel: String,
 }
 
 /// A claimed row: the call is running, and can run only this once.
@@ -92,6 +95,7 @@ pub enum Waited {
     Approved(Box<Approved>),
     Denied {
         by: String,
+        channel: String,
     },
     Expired,
     /// Still pending (woken for another reason); keep waiting.
@@ -106,4 +110,62 @@ pub enum Waited {
 pub enum Expiry {
     Expired,
     DecisionWon(Waited),
+}
+
+/// What a person chose for a pending call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    AllowOnce,
+    /// This call, and the same tool for the rest of the client session
+    /// (bounded in count and time by the hub).
+    AllowForRun,
+    /// This call, and from now on this tool on this connection while its
+    /// contract stays the one it had when the call asked.
+    AllowAlways,
+    Deny,
+}
+
+impl Choice {
+    pub const ALL: [Choice; 4] = [
+        Choice::AllowOnce,
+        Choice::AllowForRun,
+        Choice::AllowAlways,
+        Choice::Deny,
+    ];
+
+    /// The stable word used in forms, the page and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Choice::AllowOnce => "allow_once",
+            Choice::AllowForRun => "allow_for_run",
+            Choice::AllowAlways => "always_allow",
+            Choice::Deny => "deny",
+        }
+    }
+
+    /// What a person reads on a button or in a list.
+    pub fn label(self) -> &'static str {
+        match self {
+            Choice::AllowOnce => "Allow once",
+            Choice::AllowForRun => "Allow for this run",
+            Choice::AllowAlways => "Always allow",
+            Choice::Deny => "Deny",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Choice> {
+        Choice::ALL.into_iter().find(|c| c.as_str() == word)
+    }
+}
+
+/// What recording a choice did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    Approved,
+    Denied,
+    /// Too late: the approval expired before the decision.
+    Expired,
+    /// No pending approval with this id for this principal (never was,
+    /// belongs to someone else, or was already decided).
+    NotFound,
 }

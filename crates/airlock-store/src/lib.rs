@@ -232,6 +232,8 @@ pub trait Store: Send + Sync + 'static {
     fn ledger_recover(&self) -> Result<(usize, usize)>;
     /// Live pending rows (or every row with `all`), oldest first.
     fn ledger_list(&self, all: bool) -> Result<Vec<ledger::ApprovalRow>>;
+    /// One approval row by id, in whatever state.
+    fn ledger_row(&self, id: &str) -> Result<Option<ledger::ApprovalRow>>;
 
     /// Rules people created by choosing "always allow".
     fn standing_rules(&self) -> Result<Vec<ledger::StandingRule>>;

@@ -154,6 +154,7 @@ impl Scratch {
         let mut cmd = Command::new(bin("airlock"));
         cmd.args(args)
             .env("AIRLOCK_HOME", self.home())
+            .env("AIRLOCK_NO_BROWSER", "1")
             .env("AIRLOCK_LOG", "warn,rmcp=error")
             .kill_on_drop(true);
         cmd

@@ -1,22 +1,23 @@
 //! Step 2b: a call that asks waits for a person.
 //!
 //! The call is frozen into a pending ledger row; a person decides through a
-//! human channel (today the CLI: `airlock approve ID` / `airlock deny ID`),
-//! which records the decision in the ledger (`airlock-decision`, a crate
-//! this one does not depend on) and wakes this wait through the control
-//! socket. Then policy is checked again, the approval is claimed once, and
+//! human channel (the client's own prompt, the approval page, or the CLI:
+//! `airlock approve ID` / `airlock deny ID`), which records the decision in
+//! the ledger (`airlock-decision`, a crate this one does not depend on) and
+//! wakes this wait. Then policy is checked again, the approval is claimed once, and
 //! the call runs with the stored arguments, never anything resent.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_config::Action;
 use airlock_policy::{Decision, contract};
 use airlock_store::ledger::{Executing, Expiry, FrozenCall, Pending, Waited};
 use airlock_store::{AuditKind, AuditRecord, now_ms};
-use rmcp::model::{JsonObject, ProgressNotificationParam};
+use rmcp::model::{CallToolResponse, JsonObject, ProgressNotificationParam};
 use serde_json::Value;
 
-use super::{Outcome, Target, ToolCall, decide};
+use super::{Outcome, Target, ToolCall, decide, prompt};
 use crate::hub::Hub;
 
 /// What the model is told, word for word, so it can tell a person's
@@ -35,10 +36,12 @@ pub(crate) enum Approval {
         arguments: JsonObject,
     },
     Refused(Outcome),
+    /// The person is asked through the client: end the call with this.
+    AskClient(CallToolResponse),
 }
 
 pub(crate) async fn ask(
-    hub: &Hub,
+    hub: &Arc<Hub>,
     call: &ToolCall,
     target: &Target,
     decision: &Decision,
@@ -88,8 +91,30 @@ pub(crate) async fn ask(
         tool = %frozen.tool,
         "approval needed: run `airlock approve {id}` or `airlock deny {id}` (`airlock pending` lists them)"
     );
+    if let Some(channels) = hub.channels() {
+        channels.waiting(&id, &frozen.tool);
+    }
+    let asking =
+        prompt::can_ask(hub, call).then(|| prompt::form(hub, &frozen, pending.expires_at_ms));
+    // A 2026-07-28 client is asked by ending the call with the form; its
+    // retry brings the answer (prompt::resume).
+    if call.modern {
+        if let Some(form) = asking {
+            audit(
+                hub,
+                call,
+                "asked in the client",
+                "input_required with the approval form",
+            );
+            return Approval::AskClient(prompt::input_required(hub, &frozen, &pending, form));
+        }
+    }
     let wake = hub.approval_waiter(&id);
+    let in_client = asking.map(|form| prompt::ask_in_client(hub, call, &id, form));
     let outcome = wait(hub, call, pending, &wake).await;
+    if let Some(task) = in_client {
+        task.abort();
+    }
     hub.forget_approval_waiter(&id);
     outcome
 }
@@ -148,11 +173,11 @@ async fn wait(
 }
 
 /// Turns a decided row into the call's fate. `None` for a row still pending.
-fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
+pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
     Some(match waited {
         Waited::Pending(_) => return None,
-        Waited::Denied { by } => {
-            audit(hub, call, "declined", &format!("by {by}"));
+        Waited::Denied { by, channel } => {
+            audit_decision(hub, call, "declined", &by, &channel);
             Approval::Refused(Outcome::Declined(DECLINED))
         }
         Waited::Expired | Waited::Missing => {
@@ -194,16 +219,18 @@ fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Approval> {
             }
             let by = approved.call.principal.clone();
             let choice = approved.choice.clone();
+            let channel = approved.channel.clone();
             match hub.store.ledger_claim(approved) {
                 Ok(Some(executing)) => {
-                    match choice.as_str() {
+                    let what = match choice.as_str() {
                         "run" => {
                             hub.grant_run(call.session, &call.params.name);
-                            audit(hub, call, "approved for this run", &format!("by {by}"));
+                            "approved for this run"
                         }
-                        "always" => audit(hub, call, "approved always", &format!("by {by}")),
-                        _ => audit(hub, call, "approved", &format!("by {by}")),
-                    }
+                        "always" => "approved always",
+                        _ => "approved",
+                    };
+                    audit_decision(hub, call, what, &by, &channel);
                     Approval::Granted {
                         executing,
                         arguments: stored,
@@ -236,7 +263,17 @@ async fn keep_client_waiting(call: &ToolCall, ticks: u32) {
     }
 }
 
+/// A person's decision, with who decided and through which channel.
+fn audit_decision(hub: &Hub, call: &ToolCall, what: &str, by: &str, channel: &str) {
+    record_audit(hub, call, what, channel, &format!("by {by} via {channel}"));
+}
+
+/// What happened to a call at the approval step.
 pub(crate) fn audit(hub: &Hub, call: &ToolCall, what: &str, detail: &str) {
+    record_audit(hub, call, what, "", detail);
+}
+
+fn record_audit(hub: &Hub, call: &ToolCall, what: &str, channel: &str, detail: &str) {
     let source = hub
         .catalog()
         .tool(&call.params.name)
@@ -252,7 +289,7 @@ pub(crate) fn audit(hub: &Hub, call: &ToolCall, what: &str, detail: &str) {
         decision: what.into(),
         step: "approval".into(),
         layer: String::new(),
-        rule: "cli".into(),
+        rule: channel.into(),
         reason: detail.into(),
         args_digest: String::new(),
         args_excerpt: String::new(),

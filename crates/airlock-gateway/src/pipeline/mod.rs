@@ -9,8 +9,10 @@ mod approval;
 pub(crate) mod decide;
 mod forward;
 pub(crate) mod input;
+mod prompt;
 mod record;
 mod resolve;
+pub(crate) mod seal;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,7 +57,23 @@ pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolRe
         .as_deref()
         .is_some_and(|s| s.starts_with(input::STATE_PREFIX));
     let mut claim = None;
-    if !resuming {
+    if prompt::is_sealed_retry(&call) {
+        // 2c. A 2026-07-28 client's retry with the person's answer to
+        //     airlock's own approval form.
+        match prompt::resume(hub, &call).await {
+            approval::Approval::Granted {
+                executing,
+                arguments,
+            } => {
+                call.params.arguments = Some(arguments);
+                call.params.request_state = None;
+                call.params.input_responses = None;
+                claim = Some(executing);
+            }
+            approval::Approval::Refused(outcome) => return outcome.into_response(),
+            approval::Approval::AskClient(response) => return Ok(response),
+        }
+    } else if !resuming {
         let decision = decide::call(hub, &call, &target);
         match decision.action {
             Action::Allow => {}
@@ -81,6 +99,7 @@ pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolRe
                     claim = Some(executing);
                 }
                 approval::Approval::Refused(outcome) => return outcome.into_response(),
+                approval::Approval::AskClient(response) => return Ok(response),
             },
         }
     }

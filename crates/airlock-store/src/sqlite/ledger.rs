@@ -59,7 +59,7 @@ fn new_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn row(conn: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
+pub(super) fn row(conn: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
     Ok(conn
         .query_row(
             "SELECT id, state, principal, session, source, connection, tool, upstream,
@@ -110,9 +110,11 @@ fn waited(row: Option<ApprovalRow>) -> Waited {
                 id: r.id,
                 call: r.call,
                 choice: r.choice,
+                channel: r.channel.unwrap_or_default(),
             })),
             "denied" => Waited::Denied {
                 by: r.decided_by.unwrap_or_default(),
+                channel: r.channel.unwrap_or_default(),
             },
             "expired" => Waited::Expired,
             _ => Waited::Missing,

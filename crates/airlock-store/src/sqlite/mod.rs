@@ -397,6 +397,10 @@ impl Store for SqliteStore {
         ledger::list(&self.conn(), all)
     }
 
+    fn ledger_row(&self, id: &str) -> Result<Option<crate::ledger::ApprovalRow>> {
+        ledger::row(&self.conn(), id)
+    }
+
     fn standing_rules(&self) -> Result<Vec<crate::ledger::StandingRule>> {
         ledger::standing_rules(&self.conn())
     }

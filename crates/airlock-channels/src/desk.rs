@@ -1,0 +1,49 @@
+//! The desk: where every human channel records a decision.
+//!
+//! This is the only module that calls `airlock_decision::record_decision`
+//! (a test over the sources holds that line). After a decision is recorded
+//! the waiting call is woken; waking decides nothing, the call reads the
+//! ledger.
+
+use std::path::PathBuf;
+
+use airlock_decision::{Choice, DecisionError, Recorded, record_decision};
+
+type Wake = Box<dyn Fn(&str) + Send + Sync>;
+
+pub struct Desk {
+    database: PathBuf,
+    principal: String,
+    wake: Wake,
+}
+
+impl Desk {
+    /// Decisions go to the ledger in `database`, as `principal`; `wake` is
+    /// told the id of each approval decided.
+    pub fn new(database: PathBuf, principal: String, wake: Wake) -> Desk {
+        Desk {
+            database,
+            principal,
+            wake,
+        }
+    }
+
+    pub fn principal(&self) -> &str {
+        &self.principal
+    }
+
+    /// Records `choice` for approval `id`, as made through `channel`
+    /// (`cli`, `page` or `prompt`).
+    pub fn decide(
+        &self,
+        id: &str,
+        choice: Choice,
+        channel: &str,
+    ) -> Result<Recorded, DecisionError> {
+        let recorded = record_decision(&self.database, id, &self.principal, choice, channel)?;
+        if matches!(recorded, Recorded::Approved | Recorded::Denied) {
+            (self.wake)(id);
+        }
+        Ok(recorded)
+    }
+}

@@ -1,0 +1,267 @@
+//! The first human channel: the client's own prompt.
+//!
+//! A call that asks is put to the person through the client they are
+//! using, as an elicitation form with the four choices:
+//!
+//! - a client on an older protocol that declared elicitation gets an
+//!   `elicitation/create` request while the call waits (the page and the
+//!   CLI stay open; the first decision wins);
+//! - a client on 2026-07-28 cannot be asked mid-call, so the call ends with
+//!   `input_required` carrying the same form and a sealed `requestState`
+//!   (see [`super::seal`]); the retry brings the answer.
+//!
+//! The answer is recorded through the hub's attached [`HumanChannels`]
+//! (crate::channels::HumanChannels), never by this crate, and the call
+//! then goes on exactly as if the person had used the page or the CLI.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use airlock_policy::contract;
+use airlock_store::ledger::{Choice, FrozenCall, Pending, Recorded};
+use airlock_store::now_ms;
+use airlock_upstream::Secrets;
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, InputRequest, InputRequiredResult, ServerRequest,
+};
+use serde_json::{Value, json};
+
+use super::approval::{self, Approval, TIMED_OUT};
+use super::{Outcome, ToolCall};
+use crate::hub::Hub;
+
+/// The key of airlock's form in `inputRequests` / `inputResponses`.
+pub(crate) const APPROVAL_KEY: &str = "airlock-approval";
+/// The form's one field.
+const FIELD: &str = "decision";
+/// Arguments shown in the form, at most.
+const ARGS_SHOWN: usize = 4096;
+
+/// Whether the person can be asked through this client at all.
+pub(crate) fn can_ask(hub: &Hub, call: &ToolCall) -> bool {
+    hub.channels().is_some()
+        && call
+            .capabilities
+            .as_ref()
+            .is_some_and(|c| c.elicitation.is_some())
+}
+
+/// The four-choice form for a frozen call.
+pub(crate) fn form(hub: &Hub, frozen: &FrozenCall, expires_at_ms: i64) -> ElicitRequestParams {
+    let mut args = Secrets::scrub(hub.secrets.as_ref(), &frozen.arguments);
+    if args.len() > ARGS_SHOWN {
+        let total = args.len();
+        let mut end = ARGS_SHOWN;
+        while !args.is_char_boundary(end) {
+            end -= 1;
+        }
+        args.truncate(end);
+        args.push_str(&format!("… ({total} bytes in all)"));
+    }
+    let seconds = ((expires_at_ms - now_ms()).max(0) + 999) / 1000;
+    let mut message = format!(
+        "airlock: may `{}` run? (connection {})\n",
+        frozen.tool, frozen.connection
+    );
+    if !frozen.description.is_empty() {
+        message.push_str(&format!("What it does: {}\n", frozen.description));
+    }
+    message.push_str(&format!(
+        "Why it asks: {}\nArguments: {args}\nThis request expires in {seconds} s.",
+        frozen.reason
+    ));
+    let choices: Vec<Value> = Choice::ALL
+        .iter()
+        .map(|c| json!({ "const": c.as_str(), "title": c.label() }))
+        .collect();
+    serde_json::from_value(json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                FIELD: {
+                    "type": "string",
+                    "title": "Your decision",
+                    "description": "Allow once runs this call only. Allow for this run also allows this tool for the rest of this session. Always allow creates a rule for this tool while its definition stays the same.",
+                    "oneOf": choices,
+                }
+            },
+            "required": [FIELD],
+        },
+    }))
+    .expect("the approval form is a valid elicitation")
+}
+
+/// What the person chose, from the client's answer to the form. Declining
+/// or dismissing the form is a "deny".
+fn choice_of(answer: ElicitResult) -> Result<Choice, String> {
+    match answer.action {
+        ElicitationAction::Accept => answer
+            .content
+            .as_ref()
+            .and_then(|c| c.get(FIELD))
+            .and_then(Value::as_str)
+            .and_then(Choice::parse)
+            .ok_or_else(|| {
+                format!(
+                    "the answer's `{FIELD}` is not one of {}",
+                    Choice::ALL.map(Choice::as_str).join(", ")
+                )
+            }),
+        _ => Ok(Choice::Deny),
+    }
+}
+
+/// Older clients: put the form to the person while the call waits. When
+/// they answer, the answer is recorded and the waiting call woken.
+pub(crate) fn ask_in_client(
+    hub: &Arc<Hub>,
+    call: &ToolCall,
+    id: &str,
+    form: ElicitRequestParams,
+) -> tokio::task::JoinHandle<()> {
+    let hub = hub.clone();
+    let peer = call.peer.clone();
+    let id = id.to_string();
+    tokio::spawn(async move {
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(form));
+        let choice = match peer.send_request(request).await {
+            Ok(ClientResult::ElicitResult(answer)) => match choice_of(answer) {
+                Ok(c) => c,
+                Err(why) => {
+                    // An answer nobody can read is not a yes.
+                    tracing::warn!(
+                        "the client's approval answer was unusable ({why}); treated as deny"
+                    );
+                    Choice::Deny
+                }
+            },
+            // The client could not put the form to the person; the page
+            // and the CLI are still there.
+            Ok(_) | Err(_) => return,
+        };
+        let Some(channels) = hub.channels() else {
+            return;
+        };
+        match channels.answered_in_prompt(&id, choice) {
+            Ok(_) => hub.wake_approval(&id),
+            Err(e) => tracing::error!(error = %e, "cannot record the answer given in the client"),
+        }
+    })
+}
+
+/// 2026-07-28 clients: end the call with the form and a sealed state.
+pub(crate) fn input_required(
+    hub: &Hub,
+    frozen: &FrozenCall,
+    pending: &Pending,
+    form: ElicitRequestParams,
+) -> CallToolResponse {
+    let state = hub.seals.seal(
+        &pending.id,
+        &frozen.principal,
+        &frozen.tool,
+        &frozen.args_digest,
+        pending.expires_at_ms,
+    );
+    let requests = BTreeMap::from([(
+        APPROVAL_KEY.to_string(),
+        InputRequest::Elicitation(ElicitRequest::new(form)),
+    )]);
+    CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)))
+}
+
+/// 2026-07-28 clients: the retry that carries the person's answer and the
+/// sealed state. Checks the seal, records the answer, and settles the call
+/// like any other approval (policy again, claim once, stored arguments).
+pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
+    let refuse = |why: String| {
+        approval::audit(hub, call, "refused-state", &why);
+        Approval::Refused(Outcome::Refused(ErrorData::invalid_params(
+            format!("airlock: {why}; nothing ran"),
+            None,
+        )))
+    };
+    let state = call.params.request_state.as_deref().unwrap_or_default();
+    let claims = match hub.seals.open(state, &hub.principal, now_ms()) {
+        Ok(c) => c,
+        Err(why) => return refuse(why.to_string()),
+    };
+    if claims.tool != call.params.name.as_ref() {
+        return refuse(format!(
+            "this approval state belongs to a call of `{}`, not `{}`",
+            claims.tool, call.params.name
+        ));
+    }
+    let resent = contract::digest_canonical(&contract::canonical(&Value::Object(
+        call.params.arguments.clone().unwrap_or_default(),
+    )));
+    if resent != claims.digest {
+        return refuse("the retry's arguments differ from the call the person was shown".into());
+    }
+    let row = match hub.store.ledger_row(&claims.approval) {
+        Ok(Some(row)) if row.call.args_digest == claims.digest => row,
+        Ok(_) => return refuse("no such approval".into()),
+        Err(e) => {
+            return Approval::Refused(Outcome::Failed(format!(
+                "the approval could not be read: {e}"
+            )));
+        }
+    };
+    let answer = call
+        .params
+        .input_responses
+        .as_ref()
+        .and_then(|r| r.get(APPROVAL_KEY))
+        .cloned()
+        .ok_or_else(|| format!("inputResponses has no `{APPROVAL_KEY}` entry"))
+        .and_then(|v| {
+            serde_json::from_value::<ElicitResult>(v)
+                .map_err(|e| format!("the answer is not an elicitation result: {e}"))
+        })
+        .and_then(choice_of);
+    let choice = match answer {
+        Ok(c) => c,
+        Err(why) => return refuse(why),
+    };
+    let Some(channels) = hub.channels() else {
+        return refuse("answers in the client are not accepted by this hub".into());
+    };
+    match channels.answered_in_prompt(&row.id, choice) {
+        Ok(Recorded::Expired) => {
+            approval::audit(hub, call, "expired", "answered after the approval expired");
+            return Approval::Refused(Outcome::Declined(TIMED_OUT));
+        }
+        // Approved, denied, or already decided through another channel:
+        // the ledger says which.
+        Ok(_) => {}
+        Err(e) => {
+            return Approval::Refused(Outcome::Failed(format!(
+                "the decision could not be recorded: {e}"
+            )));
+        }
+    }
+    let pending = Pending {
+        id: row.id,
+        expires_at_ms: row.expires_at_ms,
+    };
+    match hub.store.ledger_look(pending) {
+        Ok(waited) => approval::settle(hub, call, waited)
+            .unwrap_or(Approval::Refused(Outcome::Declined(TIMED_OUT))),
+        Err(e) => Approval::Refused(Outcome::Failed(format!(
+            "the approval could not be read: {e}"
+        ))),
+    }
+}
+
+/// Whether a retry carries an approval seal (rather than a source's own
+/// state or airlock's input relay state).
+pub(crate) fn is_sealed_retry(call: &ToolCall) -> bool {
+    call.params
+        .request_state
+        .as_deref()
+        .is_some_and(|s| s.starts_with(super::seal::SEAL_PREFIX))
+}
