@@ -94,20 +94,20 @@ pub(crate) async fn ask(
     if let Some(channels) = hub.channels() {
         channels.waiting(&id, &frozen.tool);
     }
-    let asking =
+    let mut asking =
         prompt::can_ask(hub, call).then(|| prompt::form(hub, &frozen, pending.expires_at_ms));
     // A 2026-07-28 client is asked by ending the call with the form; its
     // retry brings the answer (prompt::resume).
-    if call.modern {
-        if let Some(form) = asking {
-            audit(
-                hub,
-                call,
-                "asked in the client",
-                "input_required with the approval form",
-            );
-            return Approval::AskClient(prompt::input_required(hub, &frozen, &pending, form));
-        }
+    if call.modern
+        && let Some(form) = asking.take()
+    {
+        audit(
+            hub,
+            call,
+            "asked in the client",
+            "input_required with the approval form",
+        );
+        return Approval::AskClient(prompt::input_required(hub, &frozen, &pending, form));
     }
     let wake = hub.approval_waiter(&id);
     let in_client = asking.map(|form| prompt::ask_in_client(hub, call, &id, form));

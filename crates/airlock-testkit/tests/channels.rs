@@ -1,0 +1,545 @@
+//! The human channels beyond the CLI, end to end: the client's own prompt
+//! (an elicitation form for older clients, a sealed input request for
+//! 2026-07-28 ones) and the approval page on loopback.
+
+use std::sync::{Arc, Mutex};
+
+use airlock_testkit::{Scratch, call, first_text, free_addr, wait_for_port};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, InputResponses, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, RequestContext, RoleClient};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, ClientServiceExt};
+use serde_json::{Value, json};
+
+const ASKING: &str = r#"
+[sources.fixture]
+command = "{fixture}"
+
+[[rules]]
+action = "ask"
+tool = "fixture__echo"
+"#;
+
+/// A client whose person answers airlock's form with `answer`.
+#[derive(Clone)]
+struct Person {
+    answer: ElicitResult,
+    asked: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Person {
+    fn choosing(decision: &str) -> Person {
+        Person::answering(
+            ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "decision": decision })),
+        )
+    }
+
+    fn answering(answer: ElicitResult) -> Person {
+        Person {
+            answer,
+            asked: Arc::default(),
+        }
+    }
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let caps: ClientCapabilities =
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
+        ClientConfig::new(caps, Implementation::new("channels-test", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        Ok(self.answer.clone())
+    }
+}
+
+fn choices(form: &Value) -> Vec<String> {
+    form["requestedSchema"]["properties"]["decision"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["const"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn prompt_in_an_older_client_approves_the_call() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let person = Person::choosing("allow_once");
+    let client = scratch.stdio_client(&config, person.clone()).await;
+    let r = client
+        .call_tool(call("fixture__echo", json!({"text": "asked politely"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&r), "asked politely");
+    let asked = person.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(message.contains("fixture__echo"), "{message}");
+    assert!(message.contains("asked politely"), "{message}");
+    assert_eq!(
+        choices(&asked[0]),
+        ["allow_once", "allow_for_run", "always_allow", "deny"]
+    );
+    // The audit names the channel (once the hub's writer has committed).
+    let mut audit = String::new();
+    for _ in 0..50 {
+        let out = scratch
+            .airlock(&["audit", "--jsonl"])
+            .output()
+            .await
+            .unwrap();
+        audit = String::from_utf8_lossy(&out.stdout).into_owned();
+        if audit.contains("via prompt") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"approved\"") && l.contains("by ") && l.contains("via prompt")),
+        "{audit}"
+    );
+}
+
+#[tokio::test]
+async fn declining_the_prompt_denies_the_call() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    for answer in [
+        ElicitResult::new(ElicitationAction::Decline),
+        ElicitResult::new(ElicitationAction::Cancel),
+        Person::choosing("deny").answer,
+        // An answer nobody can read is not a yes.
+        ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({"decision": "yes please"})),
+    ] {
+        let client = scratch
+            .stdio_client(&config, Person::answering(answer.clone()))
+            .await;
+        let r = client
+            .call_tool(call("fixture__echo", json!({"text": "x"})))
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true), "{answer:?}");
+        assert_eq!(
+            first_text(&r),
+            "The user declined this tool call.",
+            "{answer:?}"
+        );
+        let seen = client
+            .call_tool(call("fixture__calls", json!({})))
+            .await
+            .unwrap();
+        assert_eq!(first_text(&seen), "calls", "{answer:?} reached the server");
+    }
+}
+
+/// A 2026-07-28 client on the HTTP face, and a way to call with a state
+/// and an answer.
+struct Modern {
+    _hub: tokio::process::Child,
+    client: rmcp::service::RunningService<RoleClient, ClientConfig>,
+}
+
+impl Modern {
+    async fn start(scratch: &Scratch) -> Modern {
+        let config = scratch.reviewed_config(ASKING).await;
+        let addr = free_addr();
+        let hub = scratch
+            .airlock(&[
+                "serve",
+                "--config",
+                &config.to_string_lossy(),
+                "--http",
+                &addr.to_string(),
+            ])
+            .spawn()
+            .unwrap();
+        wait_for_port(addr).await;
+        let caps: ClientCapabilities =
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
+        let client = ClientConfig::new(caps, Implementation::new("channels-test", "1"))
+            .serve_with_lifecycle(
+                StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp")),
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .unwrap();
+        Modern { _hub: hub, client }
+    }
+
+    async fn call(
+        &self,
+        args: Value,
+        state: Option<String>,
+        answer: Option<Value>,
+    ) -> Result<CallToolResponse, String> {
+        let mut p = CallToolRequestParams::new("fixture__echo");
+        p.arguments = args.as_object().cloned();
+        p.request_state = state;
+        p.input_responses = answer.map(|a| {
+            let mut r = InputResponses::new();
+            r.insert("airlock-approval".into(), a);
+            r
+        });
+        self.client
+            .call_tool_once(p)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The first call: it must come back asking, with the form and a state.
+    async fn asked(&self, args: Value) -> (Value, String) {
+        let first = self.call(args, None, None).await.unwrap();
+        let CallToolResponse::InputRequired(needed) = first else {
+            panic!("expected input_required, got {first:?}");
+        };
+        let requests = serde_json::to_value(&needed.input_requests).unwrap();
+        (
+            requests["airlock-approval"]["params"].clone(),
+            needed.request_state.unwrap(),
+        )
+    }
+
+    async fn text(&self, r: Result<CallToolResponse, String>) -> String {
+        match r.unwrap() {
+            CallToolResponse::Complete(r) => first_text(&r),
+            other => panic!("expected a result, got {other:?}"),
+        }
+    }
+}
+
+fn yes() -> Value {
+    json!({"action": "accept", "content": {"decision": "allow_once"}})
+}
+
+#[tokio::test]
+async fn tampered_request_state_is_refused() {
+    let scratch = Scratch::new();
+    let m = Modern::start(&scratch).await;
+    let args = json!({"text": "sealed"});
+    let (form, state) = m.asked(args.clone()).await;
+    assert_eq!(
+        choices(&form),
+        ["allow_once", "allow_for_run", "always_allow", "deny"]
+    );
+    // One changed character anywhere in the seal, or a state made up.
+    let mut flipped = state.clone().into_bytes();
+    let middle = flipped.len() / 2;
+    flipped[middle] = if flipped[middle] == b'a' { b'b' } else { b'a' };
+    for bad in [
+        String::from_utf8(flipped).unwrap(),
+        format!("{state}x"),
+        "airlock-approval.e30.AAAA".to_string(),
+    ] {
+        let err = m
+            .call(args.clone(), Some(bad), Some(yes()))
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("not issued by this airlock, or was altered"),
+            "{err}"
+        );
+    }
+    // The real seal for other arguments than the person saw.
+    let err = m
+        .call(json!({"text": "swapped"}), Some(state.clone()), Some(yes()))
+        .await
+        .unwrap_err();
+    assert!(err.contains("arguments differ"), "{err}");
+    // Nothing ran.
+    let seen = m
+        .client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&seen), "calls");
+}
+
+#[tokio::test]
+async fn replayed_request_state_is_refused() {
+    let scratch = Scratch::new();
+    let m = Modern::start(&scratch).await;
+    let args = json!({"text": "once only"});
+    let (_, state) = m.asked(args.clone()).await;
+    let ran = m.call(args.clone(), Some(state.clone()), Some(yes())).await;
+    assert_eq!(m.text(ran).await, "once only");
+    let err = m
+        .call(args.clone(), Some(state), Some(yes()))
+        .await
+        .unwrap_err();
+    assert!(err.contains("already used"), "{err}");
+    // A "deny" through a fresh form declines, honestly.
+    let (_, state) = m.asked(args.clone()).await;
+    let no = json!({"action": "accept", "content": {"decision": "deny"}});
+    let r = m.call(args, Some(state), Some(no)).await;
+    assert_eq!(m.text(r).await, "The user declined this tool call.");
+    let seen = m
+        .client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&seen), "echo,calls");
+}
+
+/// The approval page as a browser without JavaScript would use it.
+struct Page {
+    base: String,
+    http: reqwest::Client,
+    cookie: String,
+    csrf: String,
+}
+
+/// A fresh one-time link from the running hub, as `airlock page --print`
+/// prints it.
+async fn page_link(scratch: &Scratch) -> String {
+    let out = scratch
+        .airlock(&["page", "--print"])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(out.status.success(), "{text}");
+    assert!(text.starts_with("http://127.0.0.1:"), "{text}");
+    text
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+impl Page {
+    async fn open(scratch: &Scratch) -> Page {
+        let link = page_link(scratch).await;
+        let base = link.split("/open/").next().unwrap().to_string();
+        let http = no_redirects();
+        let r = http.get(&link).send().await.unwrap();
+        assert_eq!(r.status(), 303);
+        let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+        assert!(
+            cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+            "{cookie}"
+        );
+        let cookie = cookie.split(';').next().unwrap().to_string();
+        // The link is spent.
+        let again = http.get(&link).send().await.unwrap();
+        assert_eq!(again.status(), 403);
+        let html = http
+            .get(format!("{base}/"))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let csrf = html
+            .split("name=\"csrf\" content=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_string();
+        Page {
+            base,
+            http,
+            cookie,
+            csrf,
+        }
+    }
+
+    async fn pending(&self) -> Vec<Value> {
+        let r = self
+            .http
+            .get(format!("{}/api/pending", self.base))
+            .header("cookie", &self.cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<Value>().await.unwrap()["pending"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// POSTs a decision with the given CSRF token and Origin.
+    async fn decide(
+        &self,
+        id: &str,
+        choice: &str,
+        csrf: Option<&str>,
+        origin: Option<&str>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}/api/decide", self.base))
+            .header("cookie", &self.cookie)
+            .header("content-type", "application/json")
+            .body(json!({"id": id, "choice": choice}).to_string());
+        if let Some(c) = csrf {
+            req = req.header("x-airlock-csrf", c);
+        }
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        let r = req.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+type Waiting = tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>>;
+
+/// A hub with one call waiting for approval, and nobody in the client to ask.
+async fn one_waiting(
+    scratch: &Scratch,
+    hub: &str,
+) -> (
+    Arc<rmcp::service::RunningService<RoleClient, ()>>,
+    Waiting,
+    String,
+) {
+    let config = scratch.reviewed_config(&format!("{hub}\n{ASKING}")).await;
+    let client = Arc::new(scratch.stdio_client(&config, ()).await);
+    let c = client.clone();
+    let waiting = tokio::spawn(async move {
+        c.call_tool(call("fixture__echo", json!({"text": "from the page"})))
+            .await
+    });
+    let id = scratch.pending_id().await;
+    (client, waiting, id)
+}
+
+#[tokio::test]
+async fn page_shows_the_inbox_across_reloads_and_approves() {
+    let scratch = Scratch::new();
+    let (_client, waiting, id) = one_waiting(&scratch, "").await;
+    let page = Page::open(&scratch).await;
+    for _reload in 0..2 {
+        let inbox = page.pending().await;
+        assert_eq!(inbox.len(), 1, "{inbox:?}");
+        assert_eq!(inbox[0]["id"], id);
+        assert_eq!(inbox[0]["tool"], "fixture__echo");
+        assert!(
+            inbox[0]["arguments"]
+                .as_str()
+                .unwrap()
+                .contains("from the page")
+        );
+        assert!(inbox[0]["expires_in_ms"].as_i64().unwrap() > 0);
+    }
+    // Without the session cookie there is nothing to see.
+    let r = page
+        .http
+        .get(format!("{}/api/pending", page.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let origin = page.base.clone();
+    let (status, said) = page
+        .decide(&id, "allow_once", Some(&page.csrf), Some(&origin))
+        .await;
+    assert_eq!((status, said["result"].as_str()), (200, Some("approved")));
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(first_text(&r), "from the page");
+    // A replay finds nothing.
+    let (status, _) = page
+        .decide(&id, "allow_once", Some(&page.csrf), Some(&origin))
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn missing_csrf_is_refused() {
+    let scratch = Scratch::new();
+    let (_client, waiting, id) = one_waiting(&scratch, "").await;
+    let page = Page::open(&scratch).await;
+    let origin = page.base.clone();
+    for csrf in [None, Some("0000"), Some("")] {
+        let (status, said) = page.decide(&id, "allow_once", csrf, Some(&origin)).await;
+        assert_eq!(status, 403, "{csrf:?}: {said}");
+        assert!(said["error"].as_str().unwrap().contains("CSRF"), "{said}");
+    }
+    // Still waiting: the refused posts decided nothing.
+    assert_eq!(page.pending().await.len(), 1);
+    let (status, _) = page
+        .decide(&id, "deny", Some(&page.csrf), Some(&origin))
+        .await;
+    assert_eq!(status, 200);
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(first_text(&r), "The user declined this tool call.");
+}
+
+#[tokio::test]
+async fn foreign_origin_is_refused() {
+    let scratch = Scratch::new();
+    let (_client, _waiting, id) = one_waiting(&scratch, "").await;
+    let page = Page::open(&scratch).await;
+    let port = page.base.rsplit(':').next().unwrap().to_string();
+    for origin in [
+        None,
+        Some("http://evil.example".to_string()),
+        Some(format!("http://127.0.0.1.evil.example:{port}")),
+        Some("null".to_string()),
+    ] {
+        let (status, said) = page
+            .decide(&id, "allow_once", Some(&page.csrf), origin.as_deref())
+            .await;
+        assert_eq!(status, 403, "{origin:?}: {said}");
+    }
+    // A page reached under another name (DNS rebinding) answers nothing.
+    let r = page
+        .http
+        .get(format!("{}/api/pending", page.base))
+        .header("cookie", &page.cookie)
+        .header("host", format!("rebound.example:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert_eq!(page.pending().await.len(), 1, "nothing was decided");
+}
+
+#[tokio::test]
+async fn late_page_decision_is_gone() {
+    let scratch = Scratch::new();
+    let (_client, waiting, id) = one_waiting(
+        &scratch,
+        "[hub]\napproval_wait = \"1s\"\napproval_ttl = \"2s\"",
+    )
+    .await;
+    let page = Page::open(&scratch).await;
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(
+        first_text(&r),
+        "The user did not approve this tool call in time."
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let origin = page.base.clone();
+    let (status, said) = page
+        .decide(&id, "allow_once", Some(&page.csrf), Some(&origin))
+        .await;
+    assert_eq!(status, 410, "{said}");
+    assert_eq!(said["result"], "expired");
+}
