@@ -111,6 +111,30 @@ args = ["{files}"]
     return dirs
 
 
+@pytest.fixture(scope="session")
+def asking_dir(tmp_path_factory):
+    """server-filesystem behind airlock with no rules: writes ask, and a
+    person answers in the client, on the approval page or not at all."""
+    base = tmp_path_factory.mktemp("airlock-asking")
+    files = base / "files"
+    files.mkdir()
+    config = base / "airlock.toml"
+    config.write_text(
+        f"""
+[hub]
+approval_wait = "30s"
+approval_ttl = "60s"
+
+[sources.fs]
+command = "{_npm_bin('mcp-server-filesystem')}"
+args = ["{files}"]
+"""
+    )
+    dirs = {"base": base, "config": config, "files": files, "home": base / "home"}
+    review(dirs)
+    return dirs
+
+
 def airlock_env(hub_dir) -> dict:
     env = dict(os.environ)
     env["AIRLOCK_HOME"] = str(hub_dir["home"])
