@@ -88,7 +88,11 @@ impl airlock_upstream::Secrets for HubSecrets {
         }
         let (out, used) =
             airlock_secrets::resolve(text, self.store.as_ref()).map_err(|e| e.to_string())?;
-        tracing::warn!("secret read from {}", self.store.describe());
+        if self.store.is_fallback() {
+            tracing::warn!("secret read from {}", self.store.describe());
+        } else {
+            tracing::debug!("secret read from {}", self.store.describe());
+        }
         self.register(&used);
         Ok(out)
     }

@@ -56,6 +56,11 @@ pub trait SecretStore: Send + Sync {
     fn names(&self) -> Result<Vec<String>, SecretError>;
     /// Where, in words, for messages.
     fn describe(&self) -> String;
+    /// Whether every use deserves a warning (a fallback weaker than the
+    /// OS keychain).
+    fn is_fallback(&self) -> bool {
+        false
+    }
 }
 
 /// The fallback when no OS keychain is reachable: a JSON file in the data
@@ -139,6 +144,10 @@ impl SecretStore for FileStore {
 
     fn names(&self) -> Result<Vec<String>, SecretError> {
         Ok(self.read()?.into_keys().collect())
+    }
+
+    fn is_fallback(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> String {

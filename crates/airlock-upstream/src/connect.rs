@@ -1,7 +1,7 @@
 //! Opening a connection to a source: spawning a stdio child or reaching a
 //! Streamable HTTP endpoint, then the MCP handshake, all within one timeout.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -224,23 +224,17 @@ pub(crate) async fn connect(
             Ok(Connection::new(service, Some(child), stderr_tail))
         }
         Transport::Http { url, headers } => {
-            let mut custom = HashMap::new();
-            for (k, v) in headers {
-                let name = k
-                    .parse()
-                    .map_err(|_| format!("header name `{k}` is not valid"))?;
-                let value = v.parse().map_err(|_| {
-                    format!("the value of header `{k}` is not a valid header value")
-                })?;
-                custom.insert(name, value);
-            }
-            // Every outbound request goes through the egress guard.
+            // Every outbound request goes through the egress guard, and
+            // resolves the source's credentials when it is sent.
             let target = crate::egress::check_target(url, config.allow_private)?;
-            let client = crate::egress::client(config.allow_private)?;
+            let client = crate::credentials::Credentialed::new(
+                crate::egress::client(config.allow_private)?,
+                headers,
+                secrets.clone(),
+            )?;
             let transport = StreamableHttpClientTransport::with_client(
                 client,
                 StreamableHttpClientTransportConfig::with_uri(target.as_str())
-                    .custom_headers(custom)
                     .max_json_response_size(max_message_bytes)
                     .max_sse_event_size(max_message_bytes),
             );

@@ -14,6 +14,7 @@
 mod client;
 pub mod command;
 mod connect;
+mod credentials;
 pub mod egress;
 mod source;
 
