@@ -7,6 +7,7 @@ mod channels;
 mod doctor;
 mod home;
 mod import;
+mod logging;
 mod policy;
 mod secret;
 mod serve;

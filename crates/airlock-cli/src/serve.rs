@@ -8,7 +8,6 @@ use std::sync::Arc;
 use airlock_gateway::Hub;
 use airlock_gateway::faces::{http::HttpFace, stdio};
 use airlock_store::{SqliteStore, Store};
-use tracing_subscriber::EnvFilter;
 
 use crate::home;
 
@@ -19,13 +18,7 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
     } else {
         "warn,rmcp=error"
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            EnvFilter::try_from_env("AIRLOCK_LOG")
-                .unwrap_or_else(|_| EnvFilter::new(default_level)),
-        )
-        .init();
+    let logs = crate::logging::init(default_level);
 
     let config_path = config;
     let (config, origin) = home::load_config(config_path.as_deref())?;
@@ -37,7 +30,9 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
     runtime.block_on(async move {
         let connect_timeout = config.hub.connect_timeout;
         let sources = config.sources.len();
-        let hub = Hub::start(config, store.clone(), home::hub_secrets()?);
+        let secrets = home::hub_secrets()?;
+        logs.attach(secrets.clone());
+        let hub = Hub::start(config, store.clone(), secrets);
         crate::channels::attach(&hub, database, store).await?;
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));

@@ -230,12 +230,13 @@ impl RawStdio {
         Self::start_with_stderr(scratch, config, Stdio::inherit())
     }
 
-    /// Like `start`, with airlock's stderr (its logs) sent to `stderr`.
+    /// Like `start`, with airlock's stderr (its logs, at the most verbose
+    /// level, protocol dumps included) sent to `stderr`.
     pub fn start_with_stderr(scratch: &Scratch, config: &Path, stderr: Stdio) -> RawStdio {
         use tokio::io::AsyncBufReadExt;
         let mut child = scratch
             .airlock(&["serve", "--config", &config.to_string_lossy()])
-            .env("AIRLOCK_LOG", "debug,rmcp=warn")
+            .env("AIRLOCK_LOG", "trace")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
