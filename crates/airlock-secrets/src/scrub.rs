@@ -1,4 +1,6 @@
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use aho_corasick::{
+    AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, Anchored, Input, MatchKind, StartKind,
+};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
@@ -12,9 +14,115 @@ const MIN_FRAGMENT: usize = 6;
 /// Replaces registered secret values, in every encoding, with `[secret]`.
 #[derive(Clone)]
 pub struct Scrubber {
-    automaton: Option<AhoCorasick>,
+    matcher: Option<Matcher>,
     longest: usize,
     patterns: usize,
+}
+
+/// Finds the leftmost-longest pattern matches.
+///
+/// With hundreds of patterns (every form of every secret) an Aho-Corasick
+/// DFA outgrows the CPU caches and scans slowly. When every pattern is at
+/// least [`QUAD`] bytes long, a position can only start a match if its
+/// first four bytes are some pattern's first four, so the scan tests a
+/// hash of each 4-byte window against a bitset that fits in L1, and runs
+/// the automaton anchored only where the bitset says a match may start.
+/// Scanning left to right and taking the longest anchored match at each
+/// start is exactly leftmost-longest.
+#[derive(Clone)]
+struct Matcher {
+    automaton: AhoCorasick,
+    /// Bitset over hashed 4-byte pattern prefixes; `None` when some pattern
+    /// is shorter, and the automaton scans unaided.
+    quads: Option<Box<[u64]>>,
+}
+
+const QUAD: usize = 4;
+/// Bits in the prefix bitset (32 KiB): with ~600 prefixes, about one
+/// window in 400 needs a closer look.
+const QUAD_BITS: u32 = 18;
+
+fn quad_hash(w: u32) -> usize {
+    (w.wrapping_mul(0x9E37_79B1) >> (32 - QUAD_BITS)) as usize
+}
+
+fn quad_at(hay: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([hay[i], hay[i + 1], hay[i + 2], hay[i + 3]])
+}
+
+impl Matcher {
+    fn new(patterns: &[Vec<u8>]) -> Matcher {
+        let automaton = AhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostLongest)
+            .kind(Some(AhoCorasickKind::DFA))
+            .start_kind(StartKind::Both)
+            .build(patterns)
+            .expect("patterns build an automaton");
+        let quads = patterns.iter().all(|p| p.len() >= QUAD).then(|| {
+            let mut bits = vec![0u64; 1 << (QUAD_BITS - 6)].into_boxed_slice();
+            for p in patterns {
+                let h = quad_hash(quad_at(p, 0));
+                bits[h >> 6] |= 1 << (h & 63);
+            }
+            bits
+        });
+        Matcher { automaton, quads }
+    }
+
+    /// The first match starting at or after `at`.
+    fn next(&self, hay: &[u8], at: usize) -> Option<(usize, usize)> {
+        let Some(bits) = &self.quads else {
+            let m = self.automaton.find(Input::new(hay).range(at..))?;
+            return Some((m.start(), m.end()));
+        };
+        let anchored_at = |start: usize| {
+            self.automaton
+                .find(Input::new(hay).range(start..).anchored(Anchored::Yes))
+                .map(|m| (m.start(), m.end()))
+        };
+        let maybe = |w: u32| {
+            let h = quad_hash(w);
+            (bits[h >> 6] >> (h & 63)) & 1
+        };
+        let mut i = at;
+        // Four windows per 8-byte load; look closer only where one hits.
+        while i + 8 <= hay.len() {
+            let x = u64::from_le_bytes(hay[i..i + 8].try_into().expect("8 bytes"));
+            let hits = maybe(x as u32)
+                | maybe((x >> 8) as u32) << 1
+                | maybe((x >> 16) as u32) << 2
+                | maybe((x >> 24) as u32) << 3;
+            if hits != 0 {
+                for k in 0..4 {
+                    if hits & (1 << k) != 0
+                        && let Some(m) = anchored_at(i + k)
+                    {
+                        return Some(m);
+                    }
+                }
+            }
+            i += 4;
+        }
+        while i + QUAD <= hay.len() {
+            if maybe(quad_at(hay, i)) != 0
+                && let Some(m) = anchored_at(i)
+            {
+                return Some(m);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Every match, left to right, none overlapping.
+    fn iter<'a>(&'a self, hay: &'a [u8]) -> impl Iterator<Item = (usize, usize)> + 'a {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let (start, end) = self.next(hay, at)?;
+            at = end.max(start + 1);
+            Some((start, end))
+        })
+    }
 }
 
 impl std::fmt::Debug for Scrubber {
@@ -42,15 +150,9 @@ impl Scrubber {
         patterns.dedup();
         let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
         let count = patterns.len();
-        let automaton = (!patterns.is_empty()).then(|| {
-            AhoCorasickBuilder::new()
-                .match_kind(MatchKind::LeftmostLongest)
-                .kind(Some(AhoCorasickKind::DFA))
-                .build(&patterns)
-                .expect("patterns build an automaton")
-        });
+        let matcher = (!patterns.is_empty()).then(|| Matcher::new(&patterns));
         Scrubber {
-            automaton,
+            matcher,
             longest,
             patterns: count,
         }
@@ -58,7 +160,7 @@ impl Scrubber {
 
     /// No secrets registered: scrubbing is a copy.
     pub fn is_empty(&self) -> bool {
-        self.automaton.is_none()
+        self.matcher.is_none()
     }
 
     /// How many byte patterns (all forms of all secrets) are matched.
@@ -69,19 +171,21 @@ impl Scrubber {
     /// `text` with every registered value replaced; borrowed when there
     /// was nothing to replace (the common case costs one scan, no copy).
     pub fn scrub<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        let Some(ac) = &self.automaton else {
+        let Some(matcher) = &self.matcher else {
             return std::borrow::Cow::Borrowed(text);
         };
-        let mut matches = ac.find_iter(text).peekable();
+        let mut matches = matcher.iter(text.as_bytes()).peekable();
         if matches.peek().is_none() {
             return std::borrow::Cow::Borrowed(text);
         }
         let mut out = String::with_capacity(text.len());
         let mut written = 0;
-        for m in matches {
-            out.push_str(&text[written..m.start()]);
+        // Patterns are whole UTF-8 strings (or ASCII encodings of them), so
+        // a match never starts or ends inside a character.
+        for (start, end) in matches {
+            out.push_str(&text[written..start]);
             out.push_str(REDACTED);
-            written = m.end();
+            written = end;
         }
         out.push_str(&text[written..]);
         std::borrow::Cow::Owned(out)
@@ -89,7 +193,9 @@ impl Scrubber {
 
     /// Whether `text` contains any registered value in any form.
     pub fn finds(&self, text: &[u8]) -> bool {
-        self.automaton.as_ref().is_some_and(|ac| ac.is_match(text))
+        self.matcher
+            .as_ref()
+            .is_some_and(|m| m.next(text, 0).is_some())
     }
 
     /// A scrubber over a stream of chunks.
@@ -171,7 +277,7 @@ pub struct StreamScrubber<'a> {
 impl StreamScrubber<'_> {
     /// Feeds one chunk; returns what can safely be passed on now.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
-        let Some(ac) = &self.scrubber.automaton else {
+        let Some(matcher) = &self.scrubber.matcher else {
             return chunk.to_vec();
         };
         self.held.extend_from_slice(chunk);
@@ -179,14 +285,14 @@ impl StreamScrubber<'_> {
         let mut cut = self.held.len().saturating_sub(keep);
         let mut out = Vec::with_capacity(self.held.len());
         let mut written = 0;
-        for m in ac.find_iter(&self.held) {
-            if m.start() >= cut {
+        for (start, end) in matcher.iter(&self.held) {
+            if start >= cut {
                 break;
             }
-            out.extend_from_slice(&self.held[written..m.start()]);
+            out.extend_from_slice(&self.held[written..start]);
             out.extend_from_slice(REDACTED.as_bytes());
-            written = m.end();
-            cut = cut.max(m.end());
+            written = end;
+            cut = cut.max(end);
         }
         let cut = cut.max(written);
         out.extend_from_slice(&self.held[written..cut]);
@@ -197,14 +303,17 @@ impl StreamScrubber<'_> {
     /// Ends the stream; returns the rest, scrubbed.
     pub fn finish(mut self) -> Vec<u8> {
         let held = std::mem::take(&mut self.held);
-        match &self.scrubber.automaton {
+        match &self.scrubber.matcher {
             None => held,
-            Some(ac) => {
+            Some(matcher) => {
                 let mut out = Vec::with_capacity(held.len());
-                ac.replace_all_with_bytes(&held, &mut out, |_, _, dst| {
-                    dst.extend_from_slice(REDACTED.as_bytes());
-                    true
-                });
+                let mut written = 0;
+                for (start, end) in matcher.iter(&held) {
+                    out.extend_from_slice(&held[written..start]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    written = end;
+                }
+                out.extend_from_slice(&held[written..]);
                 out
             }
         }
@@ -284,6 +393,43 @@ mod tests {
             assert_eq!(out, s.scrub(&text), "chunk size {size}");
             assert!(!out.contains(SECRET));
         }
+    }
+
+    #[test]
+    fn prefiltered_scan_finds_what_the_plain_automaton_finds() {
+        // Patterns that share prefixes and nest, in text built from their
+        // pieces, so that near-misses and overlaps are everywhere.
+        let patterns: Vec<Vec<u8>> = ["abcdef", "abcdefgh", "bcdexy", "cdefab", "zzzz", "abcdzz"]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect();
+        let matcher = Matcher::new(&patterns);
+        assert!(matcher.quads.is_some());
+        let mut seed = 7u64;
+        for _ in 0..2000 {
+            let mut hay = Vec::new();
+            for _ in 0..(seed % 12) {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let piece = &patterns[(seed >> 33) as usize % patterns.len()];
+                let cut = (seed >> 20) as usize % (piece.len() + 1);
+                hay.extend_from_slice(&piece[..cut]);
+                hay.push(b"abz."[(seed >> 40) as usize % 4]);
+            }
+            let ours: Vec<_> = matcher.iter(&hay).collect();
+            let plain: Vec<_> = matcher
+                .automaton
+                .find_iter(&hay)
+                .map(|m| (m.start(), m.end()))
+                .collect();
+            assert_eq!(ours, plain, "{}", String::from_utf8_lossy(&hay));
+        }
+    }
+
+    #[test]
+    fn short_secrets_are_scanned_without_the_prefilter() {
+        let s = Scrubber::new(&["abc"]);
+        assert!(s.matcher.as_ref().unwrap().quads.is_none());
+        assert_eq!(s.scrub("xabcx abc"), "x[secret]x [secret]");
     }
 
     #[test]
