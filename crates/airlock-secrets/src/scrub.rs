@@ -409,7 +409,9 @@ mod tests {
         for _ in 0..2000 {
             let mut hay = Vec::new();
             for _ in 0..(seed % 12) {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let piece = &patterns[(seed >> 33) as usize % patterns.len()];
                 let cut = (seed >> 20) as usize % (piece.len() + 1);
                 hay.extend_from_slice(&piece[..cut]);

@@ -211,7 +211,11 @@ tool = "web__read"
     assert_eq!(first_text(&r), "The user declined this tool call.");
     at("a declined call");
     assert!(
-        !seen.lock().unwrap().iter().any(|(m, _, _)| m == "tools/call"),
+        !seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(m, _, _)| m == "tools/call"),
         "a call reached the upstream"
     );
 

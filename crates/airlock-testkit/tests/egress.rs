@@ -69,6 +69,7 @@ async fn userinfo_url_is_refused() {
 fn only_the_egress_module_builds_http_clients() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let product = [
+        "airlock-channels",
         "airlock-cli",
         "airlock-config",
         "airlock-decision",

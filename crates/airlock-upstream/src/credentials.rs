@@ -23,6 +23,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use crate::client::Secrets;
+use crate::egress::HttpClient;
 
 type Error = StreamableHttpError<reqwest::Error>;
 
@@ -30,7 +31,7 @@ type Error = StreamableHttpError<reqwest::Error>;
 /// resolved, to each request.
 #[derive(Clone)]
 pub(crate) struct Credentialed {
-    inner: reqwest::Client,
+    inner: HttpClient,
     /// Header name → value template (may contain secret references).
     headers: Arc<[(HeaderName, String)]>,
     secrets: Arc<dyn Secrets>,
@@ -40,7 +41,7 @@ impl Credentialed {
     /// Checks every header name now, so a typo fails the source at start
     /// rather than at its first request.
     pub(crate) fn new(
-        inner: reqwest::Client,
+        inner: HttpClient,
         headers: &std::collections::BTreeMap<String, String>,
         secrets: Arc<dyn Secrets>,
     ) -> Result<Credentialed, String> {

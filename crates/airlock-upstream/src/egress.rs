@@ -227,7 +227,12 @@ impl Resolve for GuardedResolver {
     }
 }
 
-/// The HTTP client for one source.
+/// The type of the clients [`client`] builds, for code that wraps one.
+pub type HttpClient = reqwest::Client;
+
+/// The HTTP client for one source. Connections are kept alive: each was
+/// made to an address the guarded resolver checked, so reusing one
+/// cannot reach anywhere new.
 pub fn client(allow_private: bool) -> Result<reqwest::Client, String> {
     let redirects = reqwest::redirect::Policy::custom(move |attempt| {
         let first = attempt.previous().first().cloned();
@@ -251,7 +256,6 @@ pub fn client(allow_private: bool) -> Result<reqwest::Client, String> {
         .dns_resolver(GuardedResolver::system(allow_private))
         .redirect(redirects)
         .no_proxy()
-        .pool_max_idle_per_host(0)
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
