@@ -91,11 +91,16 @@ pub(crate) async fn ask(
         tool = %frozen.tool,
         "approval needed: run `airlock approve {id}` or `airlock deny {id}` (`airlock pending` lists them)"
     );
-    if let Some(channels) = hub.channels() {
-        channels.waiting(&id, &frozen.tool);
-    }
     let mut asking =
         prompt::can_ask(hub, call).then(|| prompt::form(hub, &frozen, pending.expires_at_ms));
+    // A client that can show the form asks the person itself; otherwise
+    // point them at the approval page. (The page lists every waiting call
+    // either way.)
+    if asking.is_none()
+        && let Some(channels) = hub.channels()
+    {
+        channels.waiting(&id, &frozen.tool);
+    }
     // A 2026-07-28 client is asked by ending the call with the form; its
     // retry brings the answer (prompt::resume).
     if call.modern
