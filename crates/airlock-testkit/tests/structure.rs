@@ -38,6 +38,9 @@ fn only_the_review_command_pins_contracts() {
         root.join("crates/airlock-cli/src/tools.rs"),
         root.join("crates/airlock-store/src/lib.rs"),
         root.join("crates/airlock-store/src/sqlite/mod.rs"),
+        // Runs the hub in process and stands in for the person who
+        // reviews the source's endpoint.
+        root.join("crates/airlock-testkit/tests/credentials.rs"),
     ];
     let offenders: Vec<_> = files
         .iter()
