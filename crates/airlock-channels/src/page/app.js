@@ -108,7 +108,8 @@ async function refresh() {
     if (!c.done && !waiting.has(id)) finish(c, "no longer waiting: decided elsewhere, or expired", "gone");
   }
   const open = [...cards.values()].filter((c) => !c.done).length;
-  status.textContent = open === 0 ? "No calls are waiting for you." : open + " call(s) waiting for you.";
+  status.textContent =
+    open === 0 ? "No calls are waiting for you." : open === 1 ? "1 call is waiting for you." : open + " calls are waiting for you.";
   tick();
 }
 
