@@ -174,3 +174,17 @@ def http_url(hub_dir):
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def asking_http_url(asking_dir):
+    """airlock serving Streamable HTTP in front of the asking config."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(AIRLOCK), "serve", "--config", str(asking_dir["config"]), "--http", f"127.0.0.1:{port}"],
+        env=airlock_env(asking_dir),
+    )
+    _wait_port(port, proc)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(timeout=10)

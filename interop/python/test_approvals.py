@@ -15,6 +15,7 @@ from mcp import Client, StdioServerParameters
 from conftest import AIRLOCK, ROOT, TOOLS, airlock_env
 
 MODES = ["legacy", "2026-07-28"]
+FACES = ["stdio", "http"]
 
 
 def stdio(dirs) -> StdioServerParameters:
@@ -34,10 +35,13 @@ def write(client, path: Path, content: str):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_approval_in_the_clients_prompt_writes_the_file(asking_dir, mode):
+@pytest.mark.parametrize("face", FACES)
+def test_approval_in_the_clients_prompt_writes_the_file(asking_dir, request, face, mode):
     """The person allows the call in the SDK's elicitation callback (a form
-    for legacy clients, an input request for 2026-07-28 ones)."""
-    target = asking_dir["files"] / f"approved-{mode}.txt"
+    for legacy clients, an input request for 2026-07-28 ones), on stdio and
+    on Streamable HTTP."""
+    target = asking_dir["files"] / f"approved-{face}-{mode}.txt"
+    server = stdio(asking_dir) if face == "stdio" else request.getfixturevalue("asking_http_url")
     forms = []
 
     async def person(context, params):
@@ -45,7 +49,7 @@ def test_approval_in_the_clients_prompt_writes_the_file(asking_dir, mode):
         return types.ElicitResult(action="accept", content={"decision": "allow_once"})
 
     async def run():
-        async with Client(stdio(asking_dir), mode=mode, elicitation_callback=person) as client:
+        async with Client(server, mode=mode, elicitation_callback=person) as client:
             result = await write(client, target, "a person said yes")
             assert not result.is_error, text_of(result)
 
