@@ -1,9 +1,10 @@
 //! The life of one `tools/call`, as a sequence of steps.
 //!
 //! Each step is a module with one job; `run` reads top to bottom as the
-//! order they happen in: resolve the name, decide (policy), forward,
-//! record. Guards still to come (approval, credentials, scrubbing) are steps
-//! of their own between deciding and forwarding, and after forwarding.
+//! order they happen in: resolve the name, decide (policy), wait for a
+//! person when policy asks (`approval`, asking in the client through
+//! `prompt` and `seal`), forward (credentials are added per request by the
+//! source's transport, the answer scrubbed on the way back), record.
 
 mod approval;
 pub(crate) mod decide;
