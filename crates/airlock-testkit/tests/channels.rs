@@ -543,3 +543,48 @@ async fn late_page_decision_is_gone() {
     assert_eq!(status, 410, "{said}");
     assert_eq!(said["result"], "expired");
 }
+
+#[tokio::test]
+async fn malformed_decision_is_refused_and_decides_nothing() {
+    let scratch = Scratch::new();
+    let (_client, waiting, id) = one_waiting(&scratch, "").await;
+    let page = Page::open(&scratch).await;
+    let post = |body: String| {
+        page.http
+            .post(format!("{}/api/decide", page.base))
+            .header("cookie", &page.cookie)
+            .header("origin", &page.base)
+            .header("x-airlock-csrf", &page.csrf)
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    for (body, status) in [
+        ("{not json".to_string(), 400),
+        (
+            json!({"id": id, "choice": "allow_forever"}).to_string(),
+            400,
+        ),
+        (json!({"id": id}).to_string(), 400),
+        // Larger than any decision: refused before it is read.
+        (format!("{{\"id\": \"{}\"}}", "a".repeat(64 * 1024)), 413),
+    ] {
+        let r = post(body).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), status);
+    }
+    let (status, said) = page
+        .decide(&id, "allow_forever", Some(&page.csrf), Some(&page.base))
+        .await;
+    assert!(
+        said["error"].as_str().unwrap().contains("allow_once"),
+        "{status} {said}"
+    );
+    assert_eq!(page.pending().await.len(), 1, "nothing was decided");
+    let (status, _) = page
+        .decide(&id, "allow_once", Some(&page.csrf), Some(&page.base))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        first_text(&waiting.await.unwrap().unwrap()),
+        "from the page"
+    );
+}
