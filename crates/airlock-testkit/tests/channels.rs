@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use airlock_testkit::{Scratch, call, first_text, free_addr, wait_for_port};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, InputResponses, ProtocolVersion,
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    InputResponses, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, RequestContext, RoleClient};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -66,6 +67,39 @@ impl ClientHandler for Person {
     }
 }
 
+/// A client that shows the form to nobody: it never answers, and notes
+/// when airlock takes the form back.
+#[derive(Clone, Default)]
+struct Away {
+    withdrawn: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Away {
+    fn get_info(&self) -> ClientConfig {
+        Person::choosing("deny").get_info()
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        Ok(ElicitResult::new(ElicitationAction::Cancel))
+    }
+
+    async fn on_cancelled(
+        &self,
+        params: CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.withdrawn
+            .lock()
+            .unwrap()
+            .push(params.reason.unwrap_or_default());
+    }
+}
+
 fn choices(form: &Value) -> Vec<String> {
     form["requestedSchema"]["properties"]["decision"]["oneOf"]
         .as_array()
@@ -115,6 +149,30 @@ async fn prompt_in_an_older_client_approves_the_call() {
             .any(|l| l.contains("\"approved\"") && l.contains("by ") && l.contains("via prompt")),
         "{audit}"
     );
+}
+
+#[tokio::test]
+async fn form_is_withdrawn_when_decided_elsewhere() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let away = Away::default();
+    let client = Arc::new(scratch.stdio_client(&config, away.clone()).await);
+    let c = client.clone();
+    let waiting = tokio::spawn(async move {
+        c.call_tool(call("fixture__echo", json!({"text": "cli"})))
+            .await
+    });
+    let id = scratch.pending_id().await;
+    let out = scratch.airlock(&["approve", &id]).output().await.unwrap();
+    assert!(out.status.success());
+    assert_eq!(first_text(&waiting.await.unwrap().unwrap()), "cli");
+    for _ in 0..100 {
+        if !away.withdrawn.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(*away.withdrawn.lock().unwrap(), ["decided another way"]);
 }
 
 #[tokio::test]

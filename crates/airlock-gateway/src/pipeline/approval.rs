@@ -117,8 +117,8 @@ pub(crate) async fn ask(
     let wake = hub.approval_waiter(&id);
     let in_client = asking.map(|form| prompt::ask_in_client(hub, call, &id, form));
     let outcome = wait(hub, call, pending, &wake).await;
-    if let Some(task) = in_client {
-        task.abort();
+    if let Some(form) = in_client {
+        form.withdraw();
     }
     hub.forget_approval_waiter(&id);
     outcome

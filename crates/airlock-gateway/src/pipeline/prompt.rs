@@ -26,7 +26,9 @@ use rmcp::model::{
     CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
     ElicitationAction, InputRequest, InputRequiredResult, ServerRequest,
 };
+use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::approval::{self, Approval, TIMED_OUT};
 use super::{Outcome, ToolCall};
@@ -115,6 +117,19 @@ fn choice_of(answer: ElicitResult) -> Result<Choice, String> {
     }
 }
 
+/// The form, open in an older client while the call waits.
+pub(crate) struct InClient {
+    withdrawn: CancellationToken,
+}
+
+impl InClient {
+    /// The call was settled another way (the page, the CLI, the clock):
+    /// take the form back, so the client stops showing it.
+    pub(crate) fn withdraw(self) {
+        self.withdrawn.cancel();
+    }
+}
+
 /// Older clients: put the form to the person while the call waits. When
 /// they answer, the answer is recorded and the waiting call woken.
 pub(crate) fn ask_in_client(
@@ -122,14 +137,29 @@ pub(crate) fn ask_in_client(
     call: &ToolCall,
     id: &str,
     form: ElicitRequestParams,
-) -> tokio::task::JoinHandle<()> {
+) -> InClient {
     let hub = hub.clone();
     let peer = call.peer.clone();
     let id = id.to_string();
+    let withdrawn = CancellationToken::new();
+    let stop = withdrawn.clone();
     tokio::spawn(async move {
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(form));
-        let choice = match peer.send_request(request).await {
-            Ok(ClientResult::ElicitResult(answer)) => match choice_of(answer) {
+        let Ok(mut handle) = peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+        else {
+            return;
+        };
+        let answer = tokio::select! {
+            a = &mut handle.rx => a,
+            _ = stop.cancelled() => {
+                let _ = handle.cancel(Some("decided another way".into())).await;
+                return;
+            }
+        };
+        let choice = match answer {
+            Ok(Ok(ClientResult::ElicitResult(answer))) => match choice_of(answer) {
                 Ok(c) => c,
                 Err(why) => {
                     // An answer nobody can read is not a yes.
@@ -141,7 +171,7 @@ pub(crate) fn ask_in_client(
             },
             // The client could not put the form to the person; the page
             // and the CLI are still there.
-            Ok(_) | Err(_) => return,
+            _ => return,
         };
         let Some(channels) = hub.channels() else {
             return;
@@ -150,7 +180,8 @@ pub(crate) fn ask_in_client(
             Ok(_) => hub.wake_approval(&id),
             Err(e) => tracing::error!(error = %e, "cannot record the answer given in the client"),
         }
-    })
+    });
+    InClient { withdrawn }
 }
 
 /// 2026-07-28 clients: end the call with the form and a sealed state.
