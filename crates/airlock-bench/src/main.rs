@@ -292,6 +292,23 @@ async fn main() -> anyhow::Result<()> {
     );
     drop(c);
 
+    eprintln!("stdio: through a raw byte relay");
+    let mut relay = Command::new(bin("bench-raw-relay"));
+    relay.arg(bin("bench-echo"));
+    let (c, pid) = stdio_client(relay).await?;
+    let c = Arc::new(c);
+    rows.push(
+        measure(
+            "stdio client → raw byte relay (no parsing) → echo (stdio)",
+            c.clone(),
+            "echo",
+            &opts,
+            pid,
+        )
+        .await?,
+    );
+    drop(c);
+
     eprintln!("stdio: through a naive rmcp proxy");
     let mut naive = Command::new(bin("bench-naive-proxy"));
     naive.arg(bin("bench-echo"));
@@ -446,8 +463,9 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
+    // Rows: stdio direct, raw relay, naive proxy, airlock; then HTTP.
     let stdio_base = &rows[0];
-    let http_base = &rows[3];
+    let http_base = &rows[4];
     println!("### Latency and throughput\n");
     println!(
         "{} sequential calls after {} warm-up calls; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session.\n",
@@ -458,7 +476,7 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (i, r) in rows.iter().enumerate() {
-        let base = if i < 3 { stdio_base } else { http_base };
+        let base = if i < 4 { stdio_base } else { http_base };
         let added = r.p50_us - base.p50_us;
         let rss = r
             .rss
@@ -494,8 +512,9 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
         ready_hub - ready_direct
     );
 
-    let added = rows[2].p50_us - stdio_base.p50_us;
-    let naive_added = rows[1].p50_us - stdio_base.p50_us;
+    let raw_added = rows[1].p50_us - stdio_base.p50_us;
+    let naive_added = rows[2].p50_us - stdio_base.p50_us;
+    let added = rows[3].p50_us - stdio_base.p50_us;
     let rss = rows
         .iter()
         .filter(|r| r.name.contains("airlock"))
@@ -513,7 +532,7 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
     println!("| target | measured | |");
     println!("| --- | ---: | --- |");
     println!(
-        "| added p50 per call over direct, stdio → stdio ≤ 60 µs | {added:.0} µs (naive rmcp proxy: {naive_added:.0} µs; airlock/naive {:.2}) | {} |",
+        "| added p50 per call over direct, stdio → stdio ≤ 60 µs | {added:.0} µs (naive rmcp proxy: {naive_added:.0} µs, airlock/naive {:.2}; raw byte relay, the floor of any hop: {raw_added:.0} µs) | {} |",
         added / naive_added,
         verdict(added <= 60.0, format!("{:.0} µs", added - 60.0))
     );
