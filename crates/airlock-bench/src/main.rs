@@ -97,48 +97,109 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e6
 }
 
-async fn measure(
-    name: &str,
+/// One way to reach the echo tool, connected and ready.
+struct Route {
+    name: &'static str,
     client: Arc<Client>,
-    tool: &str,
-    opts: &Options,
+    tool: &'static str,
+    /// The process whose memory is reported (the proxy or the hub).
     pid: Option<u32>,
-) -> anyhow::Result<Row> {
-    for i in 0..opts.warmup {
-        client.call_tool(exposed_echo_call(tool, i)).await?;
-    }
-    let mut lat = Vec::with_capacity(opts.calls);
-    for i in 0..opts.calls {
-        let t = Instant::now();
-        client.call_tool(exposed_echo_call(tool, i)).await?;
-        lat.push(t.elapsed());
-    }
-    lat.sort();
-    let mut throughput = Vec::new();
-    for concurrency in [1usize, 16, 64] {
-        let per_task = (opts.concurrent_calls / concurrency).max(1);
-        let started = Instant::now();
-        let tasks = (0..concurrency).map(|_| {
-            let client = client.clone();
-            let tool = tool.to_string();
-            tokio::spawn(async move {
-                for i in 0..per_task {
-                    client.call_tool(exposed_echo_call(&tool, i)).await?;
-                }
-                anyhow::Ok(())
-            })
-        });
-        for r in futures::future::join_all(tasks).await {
-            r??;
+    /// Server processes this route needs, stopped when it is dropped.
+    _processes: Vec<Child>,
+}
+
+/// How many slices the sequential calls are cut into; the routes of a
+/// group take turns slice by slice, so whatever else the machine does
+/// falls on all of them alike.
+const ROUNDS: usize = 10;
+
+/// Latency (sequential, interleaved across the group) and throughput of
+/// every route in `group`.
+async fn measure(group: &[Route], opts: &Options) -> anyhow::Result<Vec<Row>> {
+    for r in group {
+        for i in 0..opts.warmup {
+            r.client.call_tool(exposed_echo_call(r.tool, i)).await?;
         }
-        throughput.push((per_task * concurrency) as f64 / started.elapsed().as_secs_f64());
     }
-    Ok(Row {
-        name: name.to_string(),
-        p50_us: percentile(&lat, 0.5),
-        p99_us: percentile(&lat, 0.99),
-        throughput,
-        rss: pid.and_then(rss_mib),
+    let mut lat = vec![Vec::with_capacity(opts.calls); group.len()];
+    let per_round = (opts.calls / ROUNDS).max(1);
+    for round in 0..ROUNDS {
+        for (k, r) in group.iter().enumerate() {
+            for i in 0..per_round {
+                let t = Instant::now();
+                r.client
+                    .call_tool(exposed_echo_call(r.tool, round * per_round + i))
+                    .await?;
+                lat[k].push(t.elapsed());
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (r, mut lat) in group.iter().zip(lat) {
+        lat.sort();
+        let mut throughput = Vec::new();
+        for concurrency in [1usize, 16, 64] {
+            let per_task = (opts.concurrent_calls / concurrency).max(1);
+            let started = Instant::now();
+            let tasks = (0..concurrency).map(|_| {
+                let client = r.client.clone();
+                let tool = r.tool;
+                tokio::spawn(async move {
+                    for i in 0..per_task {
+                        client.call_tool(exposed_echo_call(tool, i)).await?;
+                    }
+                    anyhow::Ok(())
+                })
+            });
+            for t in futures::future::join_all(tasks).await {
+                t??;
+            }
+            throughput.push((per_task * concurrency) as f64 / started.elapsed().as_secs_f64());
+        }
+        rows.push(Row {
+            name: r.name.to_string(),
+            p50_us: percentile(&lat, 0.5),
+            p99_us: percentile(&lat, 0.99),
+            throughput,
+            rss: r.pid.and_then(rss_mib),
+        });
+    }
+    Ok(rows)
+}
+
+/// A route over stdio: `cmd` is what the client launches.
+async fn stdio_route(
+    name: &'static str,
+    cmd: Command,
+    tool: &'static str,
+    reported: bool,
+) -> anyhow::Result<Route> {
+    let (client, pid) = stdio_client(cmd).await?;
+    Ok(Route {
+        name,
+        client: Arc::new(client),
+        tool,
+        pid: pid.filter(|_| reported),
+        _processes: Vec::new(),
+    })
+}
+
+/// A route over Streamable HTTP to `port`, served by `process`.
+async fn http_route(
+    name: &'static str,
+    port: u16,
+    process: Child,
+    tool: &'static str,
+    reported: bool,
+) -> anyhow::Result<Route> {
+    wait_port(port).await?;
+    let client = http_client(&format!("http://127.0.0.1:{port}/mcp")).await?;
+    Ok(Route {
+        name,
+        client: Arc::new(client),
+        tool,
+        pid: process.id().filter(|_| reported),
+        _processes: vec![process],
     })
 }
 
@@ -277,93 +338,63 @@ async fn main() -> anyhow::Result<()> {
     let one = write_config(dir.path(), 1)?;
     let mut rows = Vec::new();
 
-    eprintln!("stdio: direct");
-    let (c, _) = stdio_client(Command::new(bin("bench-echo"))).await?;
-    let c = Arc::new(c);
-    rows.push(
-        measure(
-            "stdio client → echo (direct)",
-            c.clone(),
-            "echo",
-            &opts,
-            None,
-        )
-        .await?,
-    );
-    drop(c);
-
-    eprintln!("stdio: through a raw byte relay");
+    eprintln!("stdio: direct, raw relay, naive rmcp proxy, airlock");
     let mut relay = Command::new(bin("bench-raw-relay"));
     relay.arg(bin("bench-echo"));
-    let (c, pid) = stdio_client(relay).await?;
-    let c = Arc::new(c);
-    rows.push(
-        measure(
-            "stdio client → raw byte relay (no parsing) → echo (stdio)",
-            c.clone(),
-            "echo",
-            &opts,
-            pid,
-        )
-        .await?,
-    );
-    drop(c);
-
-    eprintln!("stdio: through a naive rmcp proxy");
     let mut naive = Command::new(bin("bench-naive-proxy"));
     naive.arg(bin("bench-echo"));
-    let (c, pid) = stdio_client(naive).await?;
-    let c = Arc::new(c);
-    rows.push(
-        measure(
-            "stdio client → naive rmcp proxy → echo (stdio)",
-            c.clone(),
-            "echo",
-            &opts,
-            pid,
-        )
-        .await?,
-    );
-    drop(c);
-
-    eprintln!("stdio: through airlock");
-    let (c, pid) = stdio_client(airlock(
+    let hub = airlock(
         &dir.path().join("home"),
         &["serve", "--config", &one.to_string_lossy()],
-    ))
-    .await?;
-    let c = Arc::new(c);
-    rows.push(
-        measure(
-            "stdio client → airlock → echo (stdio)",
-            c.clone(),
-            "echo0__echo",
-            &opts,
-            pid,
-        )
-        .await?,
     );
-    drop(c);
-
-    eprintln!("http: direct");
-    let port = free_port();
-    let _echo =
-        spawn(Command::new(bin("bench-echo")).args(["--http", &format!("127.0.0.1:{port}")]))?;
-    wait_port(port).await?;
-    let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
-    rows.push(
-        measure(
-            "HTTP client → echo (direct, HTTP)",
-            c.clone(),
+    let stdio = [
+        stdio_route(
+            "stdio client → echo (direct)",
+            Command::new(bin("bench-echo")),
             "echo",
-            &opts,
-            None,
+            false,
+        )
+        .await?,
+        stdio_route(
+            "stdio client → raw byte relay (no parsing) → echo (stdio)",
+            relay,
+            "echo",
+            true,
+        )
+        .await?,
+        stdio_route(
+            "stdio client → naive rmcp proxy → echo (stdio)",
+            naive,
+            "echo",
+            true,
+        )
+        .await?,
+        stdio_route(
+            "stdio client → airlock → echo (stdio)",
+            hub,
+            "echo0__echo",
+            true,
+        )
+        .await?,
+    ];
+    rows.extend(measure(&stdio, &opts).await?);
+    drop(stdio);
+
+    eprintln!("http: direct, airlock, and the npm proxies");
+    let mut http = Vec::new();
+    let port = free_port();
+    let echo_http =
+        spawn(Command::new(bin("bench-echo")).args(["--http", &format!("127.0.0.1:{port}")]))?;
+    http.push(
+        http_route(
+            "HTTP client → echo (direct, HTTP)",
+            port,
+            echo_http,
+            "echo",
+            false,
         )
         .await?,
     );
-    drop(c);
-
-    eprintln!("http: through airlock");
     let port = free_port();
     let hub = spawn(&mut airlock(
         &dir.path().join("home"),
@@ -375,26 +406,21 @@ async fn main() -> anyhow::Result<()> {
             &format!("127.0.0.1:{port}"),
         ],
     ))?;
-    wait_port(port).await?;
-    let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
-    rows.push(
-        measure(
+    http.push(
+        http_route(
             "HTTP client → airlock → echo (stdio)",
-            c.clone(),
+            port,
+            hub,
             "echo0__echo",
-            &opts,
-            hub.id(),
+            true,
         )
         .await?,
     );
-    drop(c);
-
     if let Some(proxies) = &opts.proxies_dir {
         let bin_dir = proxies.join("node_modules").join(".bin");
         let echo = bin("bench-echo").display().to_string();
         let supergateway = bin_dir.join("supergateway");
         if supergateway.exists() {
-            eprintln!("http: through supergateway");
             let port = free_port();
             let proc = spawn(Command::new(&supergateway).args([
                 "--stdio",
@@ -407,39 +433,36 @@ async fn main() -> anyhow::Result<()> {
                 "--logLevel",
                 "none",
             ]))?;
-            wait_port(port).await?;
-            let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
-            rows.push(
-                measure(
+            http.push(
+                http_route(
                     "HTTP client → supergateway (npm) → echo (stdio)",
-                    c.clone(),
+                    port,
+                    proc,
                     "echo",
-                    &opts,
-                    proc.id(),
+                    true,
                 )
                 .await?,
             );
         }
         let mcp_proxy = bin_dir.join("mcp-proxy");
         if mcp_proxy.exists() {
-            eprintln!("http: through mcp-proxy");
             let port = free_port();
             let proc =
                 spawn(Command::new(&mcp_proxy).args(["--port", &port.to_string(), "--", &echo]))?;
-            wait_port(port).await?;
-            let c = Arc::new(http_client(&format!("http://127.0.0.1:{port}/mcp")).await?);
-            rows.push(
-                measure(
+            http.push(
+                http_route(
                     "HTTP client → mcp-proxy (npm) → echo (stdio)",
-                    c.clone(),
+                    port,
+                    proc,
                     "echo",
-                    &opts,
-                    proc.id(),
+                    true,
                 )
                 .await?,
             );
         }
     }
+    rows.extend(measure(&http, &opts).await?);
+    drop(http);
 
     eprintln!("start-to-ready with 10 sources");
     let (ready_direct, ready_hub) = start_to_ready(dir.path(), 10, 5).await?;
@@ -468,7 +491,7 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
     let http_base = &rows[4];
     println!("### Latency and throughput\n");
     println!(
-        "{} sequential calls after {} warm-up calls; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session.\n",
+        "{} sequential calls per path after {} warm-up calls, in {ROUNDS} rounds in which the paths of a group (stdio, HTTP) take turns, so that the machine's other load falls on all of them alike; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session.\n",
         opts.calls, opts.warmup, opts.concurrent_calls
     );
     println!(

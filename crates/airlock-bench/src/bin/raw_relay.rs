@@ -21,7 +21,9 @@ fn pump(mut from: impl Read, mut to: impl Write) {
 }
 
 fn main() {
-    let upstream = std::env::args().nth(1).expect("usage: bench-raw-relay UPSTREAM");
+    let upstream = std::env::args()
+        .nth(1)
+        .expect("usage: bench-raw-relay UPSTREAM");
     let mut child = Command::new(upstream)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -32,5 +34,6 @@ fn main() {
     let down = std::thread::spawn(move || pump(from_child, std::io::stdout()));
     pump(std::io::stdin(), to_child);
     let _ = child.kill();
+    let _ = child.wait();
     let _ = down.join();
 }
