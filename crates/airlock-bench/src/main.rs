@@ -28,6 +28,8 @@ struct Options {
     warmup: usize,
     concurrent_calls: usize,
     proxies_dir: Option<PathBuf>,
+    /// Only the stdio latency rows, for a quick comparison.
+    only_stdio: bool,
 }
 
 pub(crate) fn bin(name: &str) -> PathBuf {
@@ -313,6 +315,7 @@ async fn main() -> anyhow::Result<()> {
         warmup: 200,
         concurrent_calls: 4000,
         proxies_dir: None,
+        only_stdio: false,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -320,6 +323,7 @@ async fn main() -> anyhow::Result<()> {
         match args[i].as_str() {
             "--calls" => opts.calls = args[i + 1].parse()?,
             "--proxies" => opts.proxies_dir = Some(PathBuf::from(&args[i + 1])),
+            "--only" if args[i + 1] == "stdio" => opts.only_stdio = true,
             "--only" if args[i + 1] == "egress" => {
                 report_egress(&egress::run(2000).await?);
                 return Ok(());
@@ -329,7 +333,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --only scrub|egress"
+                "unknown argument {other}; use --calls N, --proxies DIR, --only stdio|scrub|egress"
             ),
         }
         i += 2;
@@ -379,6 +383,17 @@ async fn main() -> anyhow::Result<()> {
     ];
     rows.extend(measure(&stdio, &opts).await?);
     drop(stdio);
+    if opts.only_stdio {
+        for r in &rows {
+            println!(
+                "| {} | {:.0} | {:+.0} µs |",
+                r.name,
+                r.p50_us,
+                r.p50_us - rows[0].p50_us
+            );
+        }
+        return Ok(());
+    }
 
     eprintln!("http: direct, airlock, and the npm proxies");
     let mut http = Vec::new();
