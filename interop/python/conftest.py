@@ -162,29 +162,27 @@ def _wait_port(port: int, proc: subprocess.Popen) -> None:
     pytest.fail(f"nothing listens on {port}")
 
 
-@pytest.fixture(scope="session")
-def http_url(hub_dir):
-    """airlock serving Streamable HTTP for the whole session."""
+def _serve_http(dirs):
+    """airlock serving Streamable HTTP with `dirs`' config, until the
+    generator is closed."""
     port = _free_port()
     proc = subprocess.Popen(
-        [str(AIRLOCK), "serve", "--config", str(hub_dir["config"]), "--http", f"127.0.0.1:{port}"],
-        env=airlock_env(hub_dir),
+        [str(AIRLOCK), "serve", "--config", str(dirs["config"]), "--http", f"127.0.0.1:{port}"],
+        env=airlock_env(dirs),
     )
     _wait_port(port, proc)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def http_url(hub_dir):
+    """airlock serving Streamable HTTP for the whole session."""
+    yield from _serve_http(hub_dir)
 
 
 @pytest.fixture(scope="session")
 def asking_http_url(asking_dir):
     """airlock serving Streamable HTTP in front of the asking config."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(AIRLOCK), "serve", "--config", str(asking_dir["config"]), "--http", f"127.0.0.1:{port}"],
-        env=airlock_env(asking_dir),
-    )
-    _wait_port(port, proc)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(timeout=10)
+    yield from _serve_http(asking_dir)

@@ -8,12 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use airlock_channels::Desk;
-use airlock_store::ledger::{Choice, Recorded};
+use airlock_store::ledger::{self, Choice, Recorded};
 use airlock_store::{SqliteStore, Store, now_ms};
 
 use crate::home;
-
-const ARGS_SHOWN: usize = 4096;
 
 pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
     let dir = home::data_dir()?;
@@ -34,19 +32,10 @@ pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
             println!("    what it does: {}", r.call.description);
         }
         println!("    why it asks:  {}", r.call.reason);
-        let mut args = r.call.arguments.clone();
-        if args.len() > ARGS_SHOWN {
-            let mut end = ARGS_SHOWN;
-            while !args.is_char_boundary(end) {
-                end -= 1;
-            }
-            args = format!(
-                "{}… ({} bytes in all)",
-                &args[..end],
-                r.call.arguments.len()
-            );
-        }
-        println!("    arguments:    {}", args.escape_default());
+        println!(
+            "    arguments:    {}",
+            ledger::shown(&r.call.arguments).escape_default()
+        );
         if r.state == "pending" {
             println!(
                 "    expires in {left}s — `airlock approve {}` or `airlock deny {}`",

@@ -169,3 +169,33 @@ pub enum Recorded {
     /// belongs to someone else, or was already decided).
     NotFound,
 }
+
+/// The most of a call's arguments any channel shows a person.
+pub const ARGS_SHOWN: usize = 4096;
+
+/// `text` cut to at most [`ARGS_SHOWN`] bytes (at a character boundary),
+/// saying how long it was when cut: what a person is shown of arguments.
+pub fn shown(text: &str) -> String {
+    if text.len() <= ARGS_SHOWN {
+        return text.to_string();
+    }
+    let mut end = ARGS_SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_arguments_are_capped_at_a_character_boundary() {
+        assert_eq!(shown("{\"a\":1}"), "{\"a\":1}");
+        let long = "é".repeat(ARGS_SHOWN);
+        let cut = shown(&long);
+        assert!(cut.ends_with(&format!("… ({} bytes in all)", long.len())));
+        assert!(cut.len() <= ARGS_SHOWN + 30);
+    }
+}

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use airlock_store::ledger::{Choice, Recorded};
+use airlock_store::ledger::{self, Choice, Recorded};
 use airlock_store::{Store, now_ms};
 use axum::Router;
 use axum::body::Body;
@@ -38,8 +38,6 @@ const STYLE: &str = include_str!("app.css");
 /// How long a link may wait to be opened, and how long a page session lasts.
 const LINK_TTL: Duration = Duration::from_secs(600);
 const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
-/// Arguments shown per call, at most.
-const ARGS_SHOWN: usize = 4096;
 const COOKIE: &str = "airlock_page";
 /// The header a decision carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-airlock-csrf";
@@ -351,22 +349,12 @@ async fn pending(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Respons
     axum::Json(json!({ "pending": list })).into_response()
 }
 
-/// Pretty-printed, scrubbed, at most [`ARGS_SHOWN`] bytes.
+/// Pretty-printed, scrubbed, capped like every channel's.
 fn shown_arguments(scrub: &Scrub, canonical: &str) -> String {
     let pretty = serde_json::from_str::<serde_json::Value>(canonical)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| canonical.to_string());
-    let mut shown = scrub(&pretty);
-    if shown.len() > ARGS_SHOWN {
-        let total = shown.len();
-        let mut end = ARGS_SHOWN;
-        while !shown.is_char_boundary(end) {
-            end -= 1;
-        }
-        shown.truncate(end);
-        shown.push_str(&format!("\n… ({total} bytes in all)"));
-    }
-    shown
+    ledger::shown(&scrub(&pretty))
 }
 
 #[derive(Deserialize)]

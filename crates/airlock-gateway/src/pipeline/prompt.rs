@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use airlock_policy::contract;
-use airlock_store::ledger::{Choice, FrozenCall, Pending, Recorded};
+use airlock_store::ledger::{self, Choice, FrozenCall, Pending, Recorded};
 use airlock_store::now_ms;
 use airlock_upstream::Secrets;
 use rmcp::ErrorData;
@@ -38,8 +38,6 @@ use crate::hub::Hub;
 pub(crate) const APPROVAL_KEY: &str = "airlock-approval";
 /// The form's one field.
 const FIELD: &str = "decision";
-/// Arguments shown in the form, at most.
-const ARGS_SHOWN: usize = 4096;
 
 /// Whether the person can be asked through this client at all.
 pub(crate) fn can_ask(hub: &Hub, call: &ToolCall) -> bool {
@@ -52,16 +50,7 @@ pub(crate) fn can_ask(hub: &Hub, call: &ToolCall) -> bool {
 
 /// The four-choice form for a frozen call.
 pub(crate) fn form(hub: &Hub, frozen: &FrozenCall, expires_at_ms: i64) -> ElicitRequestParams {
-    let mut args = Secrets::scrub(hub.secrets.as_ref(), &frozen.arguments);
-    if args.len() > ARGS_SHOWN {
-        let total = args.len();
-        let mut end = ARGS_SHOWN;
-        while !args.is_char_boundary(end) {
-            end -= 1;
-        }
-        args.truncate(end);
-        args.push_str(&format!("… ({total} bytes in all)"));
-    }
+    let args = ledger::shown(&Secrets::scrub(hub.secrets.as_ref(), &frozen.arguments));
     let seconds = ((expires_at_ms - now_ms()).max(0) + 999) / 1000;
     let mut message = format!(
         "airlock: may `{}` run? (connection {})\n",
