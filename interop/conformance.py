@@ -1,9 +1,17 @@
 """Runs the MCP conformance suite's server scenarios twice: against the
 conformance fixture directly, and through airlock with the fixture as its
 only (unprefixed) stdio source. Every check that passes directly must pass
-through airlock. Prints both tallies; exits 1 on any regression."""
+through airlock. Prints both tallies; exits 1 on any regression.
 
+The suite's client cannot be given headers, and airlock's HTTP face wants
+the user's token on every request, so the suite reaches airlock through a
+small loopback relay that adds `Authorization: Bearer <token>` the way a
+configured client does and passes everything else through unchanged."""
+
+import http.client
+import http.server
 import json
+import threading
 import re
 import os
 import socket
@@ -57,6 +65,53 @@ def run_suite(url: str, out: Path) -> dict:
     return results
 
 
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization"}
+
+
+def token_relay(upstream_port: int, token: str) -> http.server.ThreadingHTTPServer:
+    """Forwards every request to 127.0.0.1:upstream_port with the token
+    added, streaming the answer back (SSE included) as it arrives."""
+
+    class Relay(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # close-delimited bodies: streams pass as they come
+
+        def log_message(self, *args):
+            pass
+
+        def relay(self):
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else None
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+            headers["Authorization"] = f"Bearer {token}"
+            conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=600)
+            try:
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                self.send_response(answer.status, answer.reason)
+                for k, v in answer.getheaders():
+                    if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
+                        self.send_header(k, v)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                while True:
+                    chunk = answer.read1(65536)
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    self.wfile.flush()
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+        do_GET = do_POST = do_DELETE = relay
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def tally(results: dict) -> str:
     passed = sum(1 for s in results.values() if s == "SUCCESS")
     failed = sum(1 for s in results.values() if s == "FAILURE")
@@ -89,8 +144,12 @@ def main() -> None:
     try:
         wait_port(direct_port, fixture)
         wait_port(hub_port, hub)
+        token = (work / "home" / "http-token").read_text().strip()
+        relay = token_relay(hub_port, token)
+        relay_port = relay.server_address[1]
         direct = run_suite(f"http://127.0.0.1:{direct_port}/mcp", work / "direct")
-        through = run_suite(f"http://127.0.0.1:{hub_port}/mcp", work / "through")
+        through = run_suite(f"http://127.0.0.1:{relay_port}/mcp", work / "through")
+        relay.shutdown()
     finally:
         for p in (fixture, hub):
             p.terminate()

@@ -162,6 +162,23 @@ def _wait_port(port: int, proc: subprocess.Popen) -> None:
     pytest.fail(f"nothing listens on {port}")
 
 
+class HttpHub:
+    """A running airlock HTTP face: its URL and the client token it wants."""
+
+    def __init__(self, url: str, token: str):
+        self.url = url
+        self.token = token
+
+    def transport(self):
+        """A Streamable HTTP transport that sends the token, as a client
+        configured with `headers` does."""
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {self.token}"})
+        return streamable_http_client(self.url, http_client=client)
+
+
 def _serve_http(dirs):
     """airlock serving Streamable HTTP with `dirs`' config, until the
     generator is closed."""
@@ -171,7 +188,8 @@ def _serve_http(dirs):
         env=airlock_env(dirs),
     )
     _wait_port(port, proc)
-    yield f"http://127.0.0.1:{port}/mcp"
+    home = Path(airlock_env(dirs)["AIRLOCK_HOME"])
+    yield HttpHub(f"http://127.0.0.1:{port}/mcp", (home / "http-token").read_text().strip())
     proc.terminate()
     proc.wait(timeout=10)
 

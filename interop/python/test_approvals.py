@@ -41,7 +41,7 @@ def test_approval_in_the_clients_prompt_writes_the_file(asking_dir, request, fac
     for legacy clients, an input request for 2026-07-28 ones), on stdio and
     on Streamable HTTP."""
     target = asking_dir["files"] / f"approved-{face}-{mode}.txt"
-    server = stdio(asking_dir) if face == "stdio" else request.getfixturevalue("asking_http_url")
+    server = stdio(asking_dir) if face == "stdio" else request.getfixturevalue("asking_http_url").transport()
     forms = []
 
     async def person(context, params):

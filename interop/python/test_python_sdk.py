@@ -16,7 +16,7 @@ MODES = ["legacy", "2026-07-28"]
 
 def target(face, hub_dir, http_url):
     if face == "http":
-        return http_url
+        return http_url.transport()
     return StdioServerParameters(
         command=str(AIRLOCK),
         args=["serve", "--config", str(hub_dir["config"])],
@@ -139,3 +139,19 @@ def test_default_policy_write_file_never_creates_its_file(default_policy_dir, mo
 
     anyio.run(run)
     assert not target_file.exists(), "write_file reached the server"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_http_face_refuses_a_client_without_the_token(http_url, mode):
+    """Another local user can reach 127.0.0.1 but cannot read the token:
+    with no token, or a wrong one, the SDK cannot even initialize."""
+    from conftest import HttpHub
+
+    async def attempt(hub):
+        async with Client(hub.transport() if hub else http_url.url, mode=mode) as client:
+            await client.list_tools()
+
+    for hub in (None, HttpHub(http_url.url, "airlock_" + "0" * 64), HttpHub(http_url.url, http_url.token[:-1])):
+        with pytest.raises(Exception) as refused:
+            anyio.run(attempt, hub)
+        assert "401" in repr(refused.value) or "nauthorized" in repr(refused.value), repr(refused.value)

@@ -104,7 +104,7 @@ pub fn page(print: bool) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(3));
     };
-    if print || webbrowser::open(&link).is_err() {
+    if print || crate::browser::open(&dir, &link).is_err() {
         println!("{link}");
     } else {
         println!("opened the approval page in your browser");

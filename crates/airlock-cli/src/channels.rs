@@ -21,6 +21,8 @@ const REOPEN_AFTER: Duration = Duration::from_secs(30);
 
 struct Attached {
     desk: Arc<Desk>,
+    /// Where the private file that forwards the browser to the page goes.
+    data_dir: PathBuf,
     page: Option<ApprovalPage>,
     mode: PageMode,
     pointed: Mutex<Option<Instant>>,
@@ -32,6 +34,7 @@ pub async fn attach(
     database: PathBuf,
     store: Arc<dyn Store>,
 ) -> anyhow::Result<()> {
+    let data_dir = database.parent().map(PathBuf::from).unwrap_or_default();
     let weak = Arc::downgrade(hub);
     let desk = Arc::new(Desk::new(
         database,
@@ -64,6 +67,7 @@ pub async fn attach(
     };
     hub.attach_channels(Arc::new(Attached {
         desk,
+        data_dir,
         page,
         mode,
         pointed: Mutex::new(None),
@@ -87,9 +91,10 @@ impl HumanChannels for Attached {
         let link = page.link();
         let tool = tool.to_string();
         let open = self.mode == PageMode::Open;
+        let data_dir = self.data_dir.clone();
         // Starting a browser can block; the call that asks must not.
         std::thread::spawn(move || {
-            if !(open && webbrowser::open(&link).is_ok()) {
+            if !(open && crate::browser::open(&data_dir, &link).is_ok()) {
                 eprintln!("airlock: `{tool}` waits for your approval; decide at {link}");
             }
         });

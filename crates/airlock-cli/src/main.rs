@@ -3,8 +3,10 @@
 
 mod approvals;
 mod audit;
+mod browser;
 mod channels;
 mod doctor;
+mod harden;
 mod home;
 mod import;
 mod logging;
@@ -12,6 +14,7 @@ mod policy;
 mod secret;
 mod serve;
 mod status;
+mod token;
 mod tools;
 
 use std::net::SocketAddr;
@@ -113,6 +116,13 @@ enum Command {
         #[command(flatten)]
         filter: audit::FilterArgs,
     },
+    /// Print the token HTTP clients send (`Authorization: Bearer <token>`),
+    /// creating it on first use.
+    Token {
+        /// Replace it with a new one; clients with the old one get 401.
+        #[arg(long)]
+        rotate: bool,
+    },
     /// Run the demo MCP server on stdio (used by the built-in config).
     #[command(hide = true)]
     DemoServer,
@@ -177,6 +187,7 @@ enum AuditCommand {
 }
 
 fn main() -> ExitCode {
+    harden::not_dumpable();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { config, http } => serve::run(config, http),
@@ -234,6 +245,7 @@ fn main() -> ExitCode {
             command: None,
             filter,
         } => audit::show(&filter),
+        Command::Token { rotate } => token::run(rotate),
         Command::DemoServer => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

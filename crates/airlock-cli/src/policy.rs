@@ -1,11 +1,12 @@
 //! `airlock policy check` and `airlock policy explain`.
 
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use airlock_config::Layer;
-use airlock_policy::{Policy, ToolFacts, contract};
-use airlock_store::{CatalogKind, SqliteStore, Store};
+use airlock_config::{Action, Config, Layer, SourceConfig};
+use airlock_policy::{Policy, RuleMatcher, ToolFacts, contract};
+use airlock_store::{CatalogEntry, CatalogKind, SqliteStore, Store};
 use serde_json::Value;
 
 use crate::home;
@@ -39,7 +40,174 @@ pub fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             if s.trusted { "trusted" } else { "not trusted" }
         );
     }
-    Ok(ExitCode::SUCCESS)
+    // What the rules can be checked against: the sources in the config and
+    // the tools a running hub (or a review) last stored for them.
+    let catalog = SqliteStore::open_in(&home::data_dir()?)
+        .and_then(|store| store.catalog(None))
+        .unwrap_or_default();
+    let known = Known::new(&config, &catalog);
+    let mut failed = false;
+    for rule in config.all_rules() {
+        let Ok(matcher) = RuleMatcher::new(rule) else {
+            continue;
+        };
+        let what = format!(
+            "{} at {} ({} layer)",
+            rule.action.as_str(),
+            rule.origin,
+            rule.layer.as_str()
+        );
+        match known.reach(&matcher) {
+            Reach::Some => {}
+            Reach::Unknown(sources) => println!(
+                "note  {what}: cannot be checked against tools: no stored catalog for source(s) {} (run the hub or `airlock tools review` once)",
+                sources.join(", ")
+            ),
+            Reach::Nothing(why) if rule.for_future => {
+                println!("warn  {what} matches nothing known: {why} (kept: for_future = true)");
+            }
+            Reach::Nothing(why) if rule.action == Action::Deny => {
+                failed = true;
+                println!(
+                    "FAIL  {what} matches nothing known: {why}\n      a deny that matches nothing protects nothing: fix the name, or mark the rule for_future = true if what it names does not exist yet"
+                );
+            }
+            Reach::Nothing(why) => println!("warn  {what} matches nothing known: {why}"),
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// One tool as the rules see it.
+struct KnownTool<'a> {
+    source: &'a SourceConfig,
+    exposed: String,
+    canonical: String,
+}
+
+/// The sources of the config and the stored tools of each.
+struct Known<'a> {
+    sources: &'a [SourceConfig],
+    tools: Vec<KnownTool<'a>>,
+    /// Sources the store has a catalog for.
+    seen: HashSet<&'a str>,
+}
+
+enum Reach {
+    /// The rule targets at least one known tool (or source, for a rule
+    /// without a `tool`).
+    Some,
+    /// It targets no known source or connection, or no stored tool: why.
+    Nothing(String),
+    /// It names tools of sources whose tools are not known yet.
+    Unknown(Vec<String>),
+}
+
+impl<'a> Known<'a> {
+    fn new(config: &'a Config, catalog: &'a [CatalogEntry]) -> Known<'a> {
+        let mut tools = Vec::new();
+        let mut seen = HashSet::new();
+        for entry in catalog {
+            let Some(source) = config.source(&entry.source) else {
+                continue;
+            };
+            seen.insert(source.name.as_str());
+            if entry.kind != CatalogKind::Tool {
+                continue;
+            }
+            let canonical = format!("{}__{}", source.name, entry.name);
+            tools.push(KnownTool {
+                source,
+                exposed: if source.prefix {
+                    canonical.clone()
+                } else {
+                    entry.name.clone()
+                },
+                canonical,
+            });
+        }
+        Known {
+            sources: &config.sources,
+            tools,
+            seen,
+        }
+    }
+
+    fn reach(&self, m: &RuleMatcher) -> Reach {
+        let rule = m.rule();
+        let by_source: Vec<&SourceConfig> = self
+            .sources
+            .iter()
+            .filter(|s| m.matches_source(&s.name))
+            .collect();
+        if by_source.is_empty() {
+            return Reach::Nothing(format!(
+                "source glob `{}` matches no source{}",
+                rule.source.as_deref().unwrap_or_default(),
+                closest_of(
+                    rule.source.as_deref().unwrap_or_default(),
+                    self.sources.iter().map(|s| s.name.as_str())
+                )
+            ));
+        }
+        let candidates: Vec<&SourceConfig> = by_source
+            .iter()
+            .copied()
+            .filter(|s| m.matches_connection(&s.connection))
+            .collect();
+        if candidates.is_empty() {
+            let wanted = rule.connection.as_deref().unwrap_or_default();
+            return Reach::Nothing(format!(
+                "connection `{wanted}` is not the connection of any source it names{}",
+                closest_of(wanted, by_source.iter().map(|s| s.connection.as_str()))
+            ));
+        }
+        let Some(glob) = rule.tool.as_deref() else {
+            return Reach::Some;
+        };
+        let tools: Vec<&KnownTool> = self
+            .tools
+            .iter()
+            .filter(|t| candidates.iter().any(|s| s.name == t.source.name))
+            .collect();
+        if tools
+            .iter()
+            .any(|t| m.matches_tool(&t.exposed, &t.canonical))
+        {
+            return Reach::Some;
+        }
+        let unseen: Vec<String> = candidates
+            .iter()
+            .filter(|s| !self.seen.contains(s.name.as_str()))
+            .map(|s| s.name.clone())
+            .collect();
+        if !unseen.is_empty() {
+            return Reach::Unknown(unseen);
+        }
+        let names: BTreeSet<&str> = tools
+            .iter()
+            .flat_map(|t| [t.exposed.as_str(), t.canonical.as_str()])
+            .collect();
+        Reach::Nothing(format!(
+            "tool glob `{glob}` matches no known tool{}",
+            closest_of(glob, names.into_iter())
+        ))
+    }
+}
+
+/// ` (closest: a, b)`, or nothing when no name is near.
+fn closest_of<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> String {
+    let known: BTreeSet<&str> = known.collect();
+    let near = airlock_gateway::names::closest(wanted, known.into_iter());
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (closest: {})", near.join(", "))
+    }
 }
 
 pub fn explain(
@@ -77,15 +245,15 @@ pub fn explain(
         source: &source.name,
         connection: connection.unwrap_or(&source.connection),
         exposed: tool,
+        upstream: &entry.name,
         trusted: source.trusted,
         definition: &entry.definition,
         digest: &digest,
         reviewed: reviewed.as_ref().map(|r| r.digest.as_str()),
     };
-    let decision = Policy::new(&config).decide(
-        &facts,
-        Some(args.as_ref().unwrap_or(&Value::Object(Default::default()))),
-    );
+    let args = args.unwrap_or_else(|| Value::Object(Default::default()));
+    let policy = Policy::new(&config);
+    let decision = policy.decide(&facts, Some(&args));
     println!("{tool}: {}", decision.action.as_str().to_uppercase());
     println!("  because {}", decision.reason);
     println!(
@@ -94,6 +262,9 @@ pub fn explain(
     );
     for line in &decision.chain {
         println!("  {line}");
+    }
+    for line in policy.near_misses(&facts, &args) {
+        println!("  nearest: {line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -45,15 +45,20 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         });
         match http {
             Some(addr) => {
+                // Before the port opens, so a client that sees it can read the token.
+                let token = crate::token::load_or_create(&data_dir)?;
                 let face = HttpFace::bind(&hub, addr).await?;
                 eprintln!(
-                    "airlock: serving Streamable HTTP at http://{}/mcp with {origin}; {sources} source(s) starting; data in {}",
+                    "airlock: serving Streamable HTTP at http://{}/mcp with {origin}; {sources} source(s) starting; data in {}\n\
+                     airlock: clients must send `Authorization: Bearer <token>`; the token is in {} (`airlock token` prints it)",
                     face.addr,
-                    data_dir.display()
+                    data_dir.display(),
+                    crate::token::path(&data_dir).display()
                 );
+                let token = Arc::new(crate::token::TokenFile::new(&data_dir, token));
                 hub.settled(connect_timeout).await;
                 report_sources(&hub);
-                face.serve(hub.clone()).await?;
+                face.serve(hub.clone(), token).await?;
             }
             None => {
                 // Let sources finish their first attempt so the client's

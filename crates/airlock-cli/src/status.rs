@@ -32,6 +32,13 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    let token = crate::token::path(&dir);
+    if token.exists() {
+        println!(
+            "\nHTTP clients send `Authorization: Bearer <token>`; the token is in {} (`airlock token` prints it, `--rotate` replaces it).",
+            token.display()
+        );
+    }
     let recent = store.audit(&AuditFilter::default(), calls)?;
     if !recent.is_empty() {
         println!("\nRecent audit records (newest first; `airlock audit` for more):");

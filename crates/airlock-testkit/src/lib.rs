@@ -149,6 +149,28 @@ impl Scratch {
         panic!("no approval appeared");
     }
 
+    /// The HTTP face's client token (`http-token` in the data directory,
+    /// written by `serve --http` before its port opens).
+    pub fn http_token(&self) -> String {
+        std::fs::read_to_string(self.home().join("http-token"))
+            .expect("serve --http writes http-token")
+            .trim()
+            .to_string()
+    }
+
+    /// A Streamable HTTP client transport to `url` that sends the token.
+    pub fn http_transport(
+        &self,
+        url: &str,
+    ) -> rmcp::transport::StreamableHttpClientTransport<reqwest::Client> {
+        rmcp::transport::StreamableHttpClientTransport::from_config(
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url,
+            )
+            .auth_header(self.http_token()),
+        )
+    }
+
     /// `airlock serve --config <config>` as a command, with this data dir.
     pub fn airlock(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("airlock"));

@@ -351,10 +351,12 @@ async fn waiting_call_keeps_the_http_stream_alive() {
         .unwrap();
     airlock_testkit::wait_for_port(addr).await;
     let url = format!("http://{addr}/mcp");
+    let token = scratch.http_token();
     let http = reqwest::Client::new();
     let post = |body: serde_json::Value, session: Option<String>| {
         let mut req = http
             .post(&url)
+            .bearer_auth(&token)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header("mcp-protocol-version", "2025-06-18")

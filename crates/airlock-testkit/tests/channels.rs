@@ -11,7 +11,6 @@ use rmcp::model::{
     InputResponses, ProtocolVersion,
 };
 use rmcp::service::{ClientLifecycleMode, RequestContext, RoleClient};
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ClientServiceExt};
 use serde_json::{Value, json};
 
@@ -234,7 +233,7 @@ impl Modern {
             serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
         let client = ClientConfig::new(caps, Implementation::new("channels-test", "1"))
             .serve_with_lifecycle(
-                StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp")),
+                scratch.http_transport(&format!("http://{addr}/mcp")),
                 ClientLifecycleMode::Discover {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                 },

@@ -6,7 +6,6 @@ use std::time::Duration;
 use airlock_testkit::{Scratch, first_text, free_addr, wait_for_port};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::ClientLifecycleMode;
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientServiceExt, ServiceExt, model::ProtocolVersion};
 use serde_json::json;
@@ -55,7 +54,7 @@ async fn http_face_serves_legacy_and_2026_clients() {
     let (_hub, url) = start_http(&scratch, &config).await;
 
     let legacy = client_info()
-        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .serve(scratch.http_transport(&url))
         .await
         .unwrap();
     let r = legacy.call_tool(read_note()).await.unwrap();
@@ -64,7 +63,7 @@ async fn http_face_serves_legacy_and_2026_clients() {
 
     let modern = client_info()
         .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(url.as_str()),
+            scratch.http_transport(&url),
             ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
@@ -105,10 +104,12 @@ async fn http_face_refuses_foreign_host_and_origin() {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}
     }});
+    let token = scratch.http_token();
     let http = reqwest::Client::new();
     let post = |host: Option<&str>, origin: Option<&str>| {
         let mut req = http
             .post(&url)
+            .bearer_auth(&token)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .body(init.to_string());
@@ -133,9 +134,11 @@ async fn malformed_json_rpc_over_http_gets_a_json_rpc_error() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
     let (_hub, url) = start_http(&scratch, &config).await;
+    let token = scratch.http_token();
     let http = reqwest::Client::new();
     let post = |body: &'static str| {
         http.post(&url)
+            .bearer_auth(&token)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .body(body)
@@ -154,7 +157,7 @@ async fn malformed_json_rpc_over_http_gets_a_json_rpc_error() {
     assert_eq!(v["id"], 4);
     // The hub is still up and answers a proper request.
     let c = client_info()
-        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .serve(scratch.http_transport(&url))
         .await
         .unwrap();
     assert!(first_text(&c.call_tool(read_note()).await.unwrap()).contains("Reads flow"));
@@ -258,7 +261,7 @@ env = { FIXTURE_IGNORE_EOF = "1" }
     let (mut hub, url) = start_http(&scratch, &config).await;
     // Once the HTTP face answers, the demo source has started.
     let c = client_info()
-        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+        .serve(scratch.http_transport(&url))
         .await
         .unwrap();
     c.list_all_tools().await.unwrap();
@@ -338,7 +341,7 @@ command = "{fixture}"
         serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
     let client = ClientConfig::new(caps, Implementation::new("faces-test", "1"))
         .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(url.as_str()),
+            scratch.http_transport(&url),
             ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
@@ -403,4 +406,186 @@ command = "{fixture}"
         .to_string();
     assert!(err.contains("unknown, already used or expired"), "{err}");
     client.cancel().await.unwrap();
+}
+
+/// Loopback is not a boundary: another local user reaches 127.0.0.1 too.
+/// Only a request with the user's token (kept 0600 in the data directory)
+/// gets past the HTTP face; everything else is 401 before any parsing.
+#[tokio::test]
+async fn http_face_refuses_requests_without_the_client_token() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(DEMO).await;
+    let (_hub, url) = start_http(&scratch, &config).await;
+    let token = scratch.http_token();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(scratch.home().join("http-token"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the token file must be private");
+    }
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}
+    }})
+    .to_string();
+    let http = reqwest::Client::new();
+    let post = |auth: Vec<String>, url: String| {
+        let mut req = http
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(init.clone());
+        for a in auth {
+            req = req.header("authorization", a);
+        }
+        req.send()
+    };
+    let near = format!("{}x", &token[..token.len() - 1]);
+    let refused: Vec<(&str, Vec<String>, String)> = vec![
+        ("no header", vec![], url.clone()),
+        ("wrong token", vec![format!("Bearer {near}")], url.clone()),
+        (
+            "a prefix of it",
+            vec![format!("Bearer {}", &token[..20])],
+            url.clone(),
+        ),
+        (
+            "with a suffix",
+            vec![format!("Bearer {token}x")],
+            url.clone(),
+        ),
+        ("basic scheme", vec![format!("Basic {token}")], url.clone()),
+        ("no scheme", vec![token.clone()], url.clone()),
+        ("empty bearer", vec!["Bearer ".into()], url.clone()),
+        ("in the query", vec![], format!("{url}?token={token}")),
+        (
+            "right and wrong together",
+            vec![format!("Bearer {token}"), format!("Bearer {near}")],
+            url.clone(),
+        ),
+    ];
+    for (what, auth, to) in refused {
+        let r = post(auth, to).await.unwrap();
+        assert_eq!(r.status(), 401, "{what}: must be refused");
+        assert!(r.headers().contains_key("www-authenticate"), "{what}");
+        let body = r.text().await.unwrap();
+        assert!(
+            !body.contains("jsonrpc"),
+            "{what}: nothing is parsed: {body}"
+        );
+    }
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = http.request(method.clone(), &url).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{method} without the token");
+    }
+    let ok = post(vec![format!("bearer {token}")], url.clone())
+        .await
+        .unwrap();
+    assert!(ok.status().is_success(), "the scheme is case-insensitive");
+
+    // A rotated token replaces the old one in the running hub.
+    let out = scratch
+        .airlock(&["token", "--rotate"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let rotated = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert_ne!(rotated, token);
+    assert_eq!(rotated, scratch.http_token());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let old = post(vec![format!("Bearer {token}")], url.clone())
+            .await
+            .unwrap();
+        if old.status() == 401 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old token still works"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let new = post(vec![format!("Bearer {rotated}")], url.clone())
+        .await
+        .unwrap();
+    assert!(new.status().is_success(), "{}", new.status());
+}
+
+/// A stdio source runs as the same user as the hub; it must not read the
+/// hub's environment or memory through /proc. Run as an unprivileged uid
+/// (root could read anything), with a same-uid process as the reader and a
+/// same-uid `sleep` as the control that proves the reader could read.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_hub_cannot_be_read_by_processes_of_its_own_user() {
+    use std::os::unix::fs::PermissionsExt;
+    if !std::fs::metadata("/usr/bin/setpriv").is_ok_and(|m| m.is_file())
+        || !std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+    {
+        eprintln!("skipped: needs root and setpriv to run the hub as another uid");
+        return;
+    }
+    let scratch = Scratch::new();
+    let home = scratch.home();
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(scratch.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let as_nobody = |program: &str| {
+        let mut c = tokio::process::Command::new("/usr/bin/setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            program,
+        ])
+        .env("AIRLOCK_HOME", &home)
+        .env("AIRLOCK_NO_BROWSER", "1")
+        .env("HUB_ONLY_MARKER", "marker-4f1c9a")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+        c
+    };
+    let airlock = airlock_testkit::bin("airlock");
+    let mut hub = as_nobody(airlock.to_str().unwrap());
+    hub.arg("serve");
+    let hub = hub.spawn().unwrap();
+    let mut control = as_nobody("/bin/sleep");
+    control.arg("30");
+    let control = control.spawn().unwrap();
+    let read = |pid: u32| async move {
+        let out = as_nobody("/bin/cat")
+            .arg(format!("/proc/{pid}/environ"))
+            .output()
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("marker-4f1c9a")
+    };
+    // Wait until the hub runs as nobody (setpriv has exec'd it).
+    let pid = hub.id().unwrap();
+    for _ in 0..100 {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        if exe.ends_with("airlock") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        read(control.id().unwrap()).await,
+        "control: a same-uid process can read an ordinary process's environment"
+    );
+    assert!(
+        !read(pid).await,
+        "a same-uid process read the hub's environment"
+    );
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::auth::{ClientToken, require_token};
 use crate::{Hub, Session};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,8 +43,9 @@ impl HttpFace {
         Ok(HttpFace { listener, addr })
     }
 
-    /// Serves until the hub shuts down.
-    pub async fn serve(self, hub: Arc<Hub>) -> std::io::Result<()> {
+    /// Serves until the hub shuts down. Every request must carry `token`
+    /// (see [`super::auth`]).
+    pub async fn serve(self, hub: Arc<Hub>, token: Arc<dyn ClientToken>) -> std::io::Result<()> {
         let port = self.addr.port();
         let mut config = StreamableHttpServerConfig::default()
             .with_cancellation_token(hub.shutdown.child_token())
@@ -76,7 +78,9 @@ impl HttpFace {
         let limit = hub.config.hub.max_message_bytes;
         let router = axum::Router::new()
             .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn_with_state(limit, check_json_rpc));
+            .layer(axum::middleware::from_fn_with_state(limit, check_json_rpc))
+            // Outermost: nothing is parsed for a request without the token.
+            .layer(axum::middleware::from_fn_with_state(token, require_token));
         let shutdown = hub.shutdown.clone();
         axum::serve(self.listener, router)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
