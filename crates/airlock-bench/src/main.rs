@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::process::{Child, Command};
 
@@ -186,16 +187,25 @@ async fn stdio_route(
     })
 }
 
-/// A route over Streamable HTTP to `port`, served by `process`.
+/// A route over Streamable HTTP to `port`, served by `process`; for an
+/// airlock hub, `home` is its data directory, whose client token it sends.
 async fn http_route(
     name: &'static str,
     port: u16,
     process: Child,
     tool: &'static str,
     reported: bool,
+    home: Option<&Path>,
 ) -> anyhow::Result<Route> {
     wait_port(port).await?;
-    let client = http_client(&format!("http://127.0.0.1:{port}/mcp")).await?;
+    let token = home
+        .map(|h| std::fs::read_to_string(h.join("http-token")))
+        .transpose()?;
+    let client = http_client(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        token.as_deref().map(str::trim),
+    )
+    .await?;
     Ok(Route {
         name,
         client: Arc::new(client),
@@ -213,9 +223,13 @@ async fn stdio_client(mut cmd: Command) -> anyhow::Result<(Client, Option<u32>)>
     Ok((client, pid))
 }
 
-async fn http_client(url: &str) -> anyhow::Result<Client> {
+async fn http_client(url: &str, token: Option<&str>) -> anyhow::Result<Client> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
     Ok(
-        ().serve(StreamableHttpClientTransport::from_uri(url))
+        ().serve(StreamableHttpClientTransport::from_config(config))
             .await?,
     )
 }
@@ -357,6 +371,7 @@ async fn main() -> anyhow::Result<()> {
             Command::new(bin("bench-echo")),
             "echo",
             false,
+            None,
         )
         .await?,
         stdio_route(
@@ -378,6 +393,7 @@ async fn main() -> anyhow::Result<()> {
             hub,
             "echo0__echo",
             true,
+            Some(&dir.path().join("home")),
         )
         .await?,
     ];
@@ -407,6 +423,7 @@ async fn main() -> anyhow::Result<()> {
             echo_http,
             "echo",
             false,
+            None,
         )
         .await?,
     );
@@ -428,6 +445,7 @@ async fn main() -> anyhow::Result<()> {
             hub,
             "echo0__echo",
             true,
+            Some(&dir.path().join("home")),
         )
         .await?,
     );
@@ -455,6 +473,7 @@ async fn main() -> anyhow::Result<()> {
                     proc,
                     "echo",
                     true,
+                    None,
                 )
                 .await?,
             );
@@ -471,6 +490,7 @@ async fn main() -> anyhow::Result<()> {
                     proc,
                     "echo",
                     true,
+                    None,
                 )
                 .await?,
             );
