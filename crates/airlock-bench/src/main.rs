@@ -371,7 +371,6 @@ async fn main() -> anyhow::Result<()> {
             Command::new(bin("bench-echo")),
             "echo",
             false,
-            None,
         )
         .await?,
         stdio_route(
@@ -393,7 +392,6 @@ async fn main() -> anyhow::Result<()> {
             hub,
             "echo0__echo",
             true,
-            Some(&dir.path().join("home")),
         )
         .await?,
     ];
