@@ -70,6 +70,9 @@ pub struct RuleConfig {
     pub pin: Option<String>,
     /// Every condition must hold for the rule to match.
     pub when: Vec<ArgCondition>,
+    /// The rule targets tools, sources or connections that do not exist
+    /// yet, on purpose: `policy check` warns instead of failing.
+    pub for_future: bool,
 }
 
 /// A condition on one argument, addressed by JSON pointer.

@@ -10,7 +10,15 @@ use toml::Spanned;
 use crate::error::{ConfigError, closest};
 use crate::model::{Action, ArgCondition, ArgTest, Layer, RuleConfig};
 
-pub(crate) const RULE_KEYS: &[&str] = &["action", "source", "tool", "connection", "pin", "when"];
+pub(crate) const RULE_KEYS: &[&str] = &[
+    "action",
+    "source",
+    "tool",
+    "connection",
+    "pin",
+    "when",
+    "for_future",
+];
 pub(crate) const CONDITION_KEYS: &[&str] = &["pointer", "glob", "equals", "regex"];
 const ACTIONS: &[&str] = &["allow", "ask", "deny"];
 
@@ -24,6 +32,8 @@ pub(crate) struct RawRule {
     pin: Option<Spanned<String>>,
     #[serde(default)]
     when: Vec<Spanned<RawCondition>>,
+    /// Read as any value, so a wrong type gets an error of its own.
+    for_future: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -118,6 +128,23 @@ pub(crate) fn validate(
                 ));
             }
         }
+        let for_future = match &r.for_future {
+            None => false,
+            Some(v) => match v.get_ref() {
+                toml::Value::Boolean(b) => *b,
+                other => {
+                    return Err(err(
+                        v.span().start,
+                        &format!("{key}.for_future"),
+                        format!(
+                            "`for_future` is true or false, not the {} `{other}`",
+                            other.type_str()
+                        ),
+                        "write for_future = true (without quotes) to mark a rule whose tools do not exist yet, or remove the key".into(),
+                    ));
+                }
+            },
+        };
         let mut when = Vec::new();
         for (j, c) in r.when.into_iter().enumerate() {
             let ckey = format!("{key}.when[{j}]");
@@ -182,6 +209,7 @@ pub(crate) fn validate(
             connection: r.connection,
             pin: r.pin.map(Spanned::into_inner),
             when,
+            for_future,
         });
     }
     Ok(rules)
@@ -242,6 +270,24 @@ mod tests {
         assert!(parse("[[rules]]\naction = \"deny\"\n").is_err());
         let e = parse("[[rules]]\naction = \"deny\"\ntool = \"x\"\ntools = \"y\"\n").unwrap_err();
         assert!(e.to_string().contains("tools"), "{e}");
+    }
+
+    #[test]
+    fn for_future_is_a_boolean() {
+        let r =
+            parse("[[rules]]\naction = \"deny\"\ntool = \"x__y\"\nfor_future = true\n").unwrap();
+        assert!(r[0].for_future);
+        let r = parse("[[rules]]\naction = \"deny\"\ntool = \"x__y\"\n").unwrap();
+        assert!(!r[0].for_future);
+        let e = parse("[[rules]]\naction = \"deny\"\ntool = \"x__y\"\nfor_future = \"yes\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        assert_eq!(e.key.as_deref(), Some("rules[0].for_future"), "{e}");
+        assert!(e.message.contains("true or false"), "{e}");
+        assert!(e.fix.contains("for_future = true"), "{e}");
+        let e =
+            parse("[[rules]]\naction = \"deny\"\ntool = \"x\"\nfor_futur = true\n").unwrap_err();
+        assert!(e.fix.contains("`for_future`"), "{e}");
     }
 
     #[test]

@@ -111,6 +111,7 @@ impl PolicyState {
                 connection: Some(r.connection.clone()),
                 pin: Some(r.digest.clone()),
                 when: Vec::new(),
+                for_future: false,
             })
             .collect();
         PolicyState {
