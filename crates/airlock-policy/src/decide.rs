@@ -1,15 +1,20 @@
 //! The evaluation order, one function per step.
 
-use airlock_config::{Action, ArgTest, Config, Layer, RuleConfig};
+use airlock_config::{Action, Config, Layer, RuleConfig};
 use serde_json::Value;
+
+use crate::args::Condition;
 
 /// Everything the decision depends on about one tool.
 #[derive(Debug, Clone)]
 pub struct ToolFacts<'a> {
     pub source: &'a str,
     pub connection: &'a str,
-    /// The exposed name, `<source>__<tool>`.
+    /// The name clients see: `<source>__<tool>`, or the upstream name
+    /// alone for a source with `prefix = false`.
     pub exposed: &'a str,
+    /// The tool's own name at its source, as the server lists it.
+    pub upstream: &'a str,
     /// The user marked the source trusted.
     pub trusted: bool,
     /// The tool's definition as the source sent it.
@@ -18,6 +23,13 @@ pub struct ToolFacts<'a> {
     pub digest: &'a str,
     /// The digest a person last approved, if any.
     pub reviewed: Option<&'a str>,
+}
+
+impl ToolFacts<'_> {
+    /// What the tool is, whatever it is exposed as: `<source>__<upstream>`.
+    pub fn canonical(&self) -> String {
+        format!("{}__{}", self.source, self.upstream)
+    }
 }
 
 /// Which step of the evaluation decided.
@@ -44,18 +56,142 @@ pub struct Decision {
     pub chain: Vec<String>,
 }
 
-struct Compiled {
+/// One rule, compiled: which tools it targets and what it asks of their
+/// arguments.
+///
+/// A `tool` glob targets a tool when it matches the exposed name **or** the
+/// canonical name `<source>__<upstream>`, so a rule follows the tool
+/// whatever prefix it is exposed under. A deny's globs and connection also
+/// ignore case: no renaming, prefix setting or case escapes a deny.
+pub struct RuleMatcher {
     rule: RuleConfig,
     source: Option<globset::GlobMatcher>,
     tool: Option<globset::GlobMatcher>,
-    conditions: Vec<(String, Test)>,
+    conditions: Vec<Condition>,
 }
 
-enum Test {
-    Glob(globset::GlobMatcher),
-    Equals(Value),
-    Regex(regex::Regex),
+impl RuleMatcher {
+    pub fn new(rule: &RuleConfig) -> Result<RuleMatcher, String> {
+        let deny = rule.action == Action::Deny;
+        let glob = |g: &Option<String>| g.as_deref().map(|g| name_glob(g, deny)).transpose();
+        let conditions = rule
+            .when
+            .iter()
+            .map(|c| Condition::compile(&c.pointer, &c.test))
+            .collect::<Result<_, String>>()?;
+        Ok(RuleMatcher {
+            rule: rule.clone(),
+            source: glob(&rule.source)?,
+            tool: glob(&rule.tool)?,
+            conditions,
+        })
+    }
+
+    pub fn rule(&self) -> &RuleConfig {
+        &self.rule
+    }
+
+    fn deny(&self) -> bool {
+        self.rule.action == Action::Deny
+    }
+
+    /// The rule's `source` glob (if any) matches this source name.
+    pub fn matches_source(&self, source: &str) -> bool {
+        self.source.as_ref().is_none_or(|g| g.is_match(source))
+    }
+
+    /// The rule's `tool` glob (if any) matches either name of a tool.
+    pub fn matches_tool(&self, exposed: &str, canonical: &str) -> bool {
+        self.tool
+            .as_ref()
+            .is_none_or(|g| g.is_match(exposed) || g.is_match(canonical))
+    }
+
+    /// The rule's `connection` (if any) is this one.
+    pub fn matches_connection(&self, connection: &str) -> bool {
+        self.rule.connection.as_deref().is_none_or(|c| {
+            if self.deny() {
+                c.eq_ignore_ascii_case(connection)
+            } else {
+                c == connection
+            }
+        })
+    }
+
+    /// The rule targets this tool (pins and argument conditions aside).
+    pub fn targets(&self, facts: &ToolFacts) -> bool {
+        self.targets_named(facts, &facts.canonical())
+    }
+
+    fn targets_named(&self, facts: &ToolFacts, canonical: &str) -> bool {
+        self.matches_source(facts.source)
+            && self.matches_tool(facts.exposed, canonical)
+            && self.matches_connection(facts.connection)
+    }
+
+    fn matches(&self, facts: &ToolFacts, canonical: &str, args: Option<&Value>) -> bool {
+        self.targets_named(facts, canonical)
+            && pin_applies(&self.rule, facts)
+            && match args {
+                None => self.conditions.is_empty(),
+                Some(args) => self.conditions.iter().all(|c| c.holds(args, self.deny())),
+            }
+    }
+
+    /// How close the rule came to matching (1.0: only an argument
+    /// condition failed) and the first thing that did not match; `None` if
+    /// it matches.
+    fn miss(&self, facts: &ToolFacts, canonical: &str, args: &Value) -> Option<(f64, String)> {
+        let mut score = 1.0;
+        let mut why: Option<String> = None;
+        let mut note = |s: f64, w: String| {
+            score *= s;
+            why.get_or_insert(w);
+        };
+        if !self.matches_source(facts.source) {
+            let g = self.rule.source.as_deref().unwrap_or_default();
+            note(
+                strsim::jaro_winkler(g, facts.source),
+                format!("source glob `{g}` vs `{}`", facts.source),
+            );
+        }
+        if !self.matches_tool(facts.exposed, canonical) {
+            let g = self.rule.tool.as_deref().unwrap_or_default();
+            let names = if canonical == facts.exposed {
+                format!("`{canonical}`")
+            } else {
+                format!("`{}` (or `{canonical}`)", facts.exposed)
+            };
+            note(
+                strsim::jaro_winkler(g, facts.exposed).max(strsim::jaro_winkler(g, canonical)),
+                format!("tool glob `{g}` vs {names}"),
+            );
+        }
+        if !self.matches_connection(facts.connection) {
+            let c = self.rule.connection.as_deref().unwrap_or_default();
+            note(0.9, format!("connection `{c}` vs `{}`", facts.connection));
+        }
+        if !pin_applies(&self.rule, facts) {
+            note(0.95, "it is pinned to another contract".into());
+        }
+        if let Some(c) = self.conditions.iter().find(|c| !c.holds(args, self.deny())) {
+            note(1.0, c.describe(args, self.deny()));
+        }
+        why.map(|w| (score, w))
+    }
 }
+
+/// A glob over names: a deny's ignores case.
+fn name_glob(pattern: &str, case_insensitive: bool) -> Result<globset::GlobMatcher, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .case_insensitive(case_insensitive)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| e.kind().to_string())
+}
+
+type Compiled = RuleMatcher;
 
 /// The rules of every layer, compiled once per configuration.
 pub struct Policy {
@@ -75,7 +211,7 @@ impl Policy {
         let mut rules = Vec::new();
         let mut broken = Vec::new();
         for rule in all {
-            match compile(rule) {
+            match RuleMatcher::new(rule) {
                 Ok(c) => rules.push(c),
                 Err(why) => broken.push((rule.clone(), why)),
             }
@@ -87,16 +223,17 @@ impl Policy {
     /// (`args` `None`: rules with argument conditions do not match).
     pub fn decide(&self, facts: &ToolFacts, args: Option<&Value>) -> Decision {
         let mut chain = Vec::new();
+        let canonical = facts.canonical();
         if let Some(d) = self.broken_rule(facts, &mut chain) {
             return d;
         }
-        if let Some(d) = self.step_deny(facts, args, &mut chain) {
+        if let Some(d) = self.step_deny(facts, &canonical, args, &mut chain) {
             return d;
         }
         if let Some(d) = step_contract(facts, &mut chain) {
             return d;
         }
-        if let Some(d) = self.step_rules(facts, args, &mut chain) {
+        if let Some(d) = self.step_rules(facts, &canonical, args, &mut chain) {
             return d;
         }
         step_default(facts, chain)
@@ -105,12 +242,41 @@ impl Policy {
     /// Whether the tool is hidden from `tools/list`: a deny that applies to
     /// every call of it (no argument conditions).
     pub fn hides(&self, facts: &ToolFacts) -> bool {
+        let canonical = facts.canonical();
         self.rules.iter().any(|c| {
             c.rule.action == Action::Deny
                 && c.conditions.is_empty()
-                && self.targets(c, facts)
+                && c.targets_named(facts, &canonical)
                 && pin_applies(&c.rule, facts)
         })
+    }
+
+    /// For `airlock policy explain`: the nearest deny, and the nearest
+    /// other rule, that did not match this call, each with the first thing
+    /// that kept it from matching.
+    pub fn near_misses(&self, facts: &ToolFacts, args: &Value) -> Vec<String> {
+        let canonical = facts.canonical();
+        let mut best: [Option<(f64, &Compiled, String)>; 2] = [None, None];
+        for c in &self.rules {
+            let Some((score, why)) = c.miss(facts, &canonical, args) else {
+                continue;
+            };
+            let slot = &mut best[usize::from(!c.deny())];
+            if score >= 0.7 && slot.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                *slot = Some((score, c, why));
+            }
+        }
+        best.into_iter()
+            .flatten()
+            .map(|(_, c, why)| {
+                format!(
+                    "{} at {} ({} layer) did not match: {why}",
+                    c.rule.action.as_str(),
+                    c.rule.origin,
+                    c.rule.layer.as_str()
+                )
+            })
+            .collect()
     }
 
     fn broken_rule(&self, facts: &ToolFacts, chain: &mut Vec<String>) -> Option<Decision> {
@@ -132,38 +298,18 @@ impl Policy {
         })
     }
 
-    fn targets(&self, c: &Compiled, facts: &ToolFacts) -> bool {
-        c.source.as_ref().is_none_or(|g| g.is_match(facts.source))
-            && c.tool.as_ref().is_none_or(|g| g.is_match(facts.exposed))
-            && c.rule
-                .connection
-                .as_deref()
-                .is_none_or(|conn| conn == facts.connection)
-    }
-
-    fn matches(&self, c: &Compiled, facts: &ToolFacts, args: Option<&Value>) -> bool {
-        self.targets(c, facts)
-            && pin_applies(&c.rule, facts)
-            && match args {
-                None => c.conditions.is_empty(),
-                Some(args) => c
-                    .conditions
-                    .iter()
-                    .all(|(pointer, test)| holds(test, args.pointer(pointer))),
-            }
-    }
-
     /// Step 1: any matching deny, from any layer, wins.
     fn step_deny(
         &self,
         facts: &ToolFacts,
+        canonical: &str,
         args: Option<&Value>,
         chain: &mut Vec<String>,
     ) -> Option<Decision> {
         let deny = self
             .rules
             .iter()
-            .find(|c| c.rule.action == Action::Deny && self.matches(c, facts, args));
+            .find(|c| c.rule.action == Action::Deny && c.matches(facts, canonical, args));
         match deny {
             Some(c) => {
                 chain.push(format!(
@@ -171,6 +317,11 @@ impl Policy {
                     c.rule.origin,
                     c.rule.layer.as_str()
                 ));
+                if let Some(args) = args {
+                    for cond in &c.conditions {
+                        chain.push(format!("   {}", cond.describe(args, true)));
+                    }
+                }
                 Some(Decision {
                     action: Action::Deny,
                     step: Step::Deny,
@@ -191,13 +342,14 @@ impl Policy {
     fn step_rules(
         &self,
         facts: &ToolFacts,
+        canonical: &str,
         args: Option<&Value>,
         chain: &mut Vec<String>,
     ) -> Option<Decision> {
         let best = self
             .rules
             .iter()
-            .filter(|c| c.rule.action != Action::Deny && self.matches(c, facts, args))
+            .filter(|c| c.rule.action != Action::Deny && c.matches(facts, canonical, args))
             .max_by_key(|c| {
                 (
                     specificity(&c.rule),
@@ -206,7 +358,9 @@ impl Policy {
                 )
             });
         for c in self.rules.iter().filter(|c| {
-            c.rule.pin.is_some() && self.targets(c, facts) && !pin_applies(&c.rule, facts)
+            c.rule.pin.is_some()
+                && c.targets_named(facts, canonical)
+                && !pin_applies(&c.rule, facts)
         }) {
             chain.push(format!(
                 "   rule at {} is pinned to another contract and no longer applies",
@@ -330,44 +484,4 @@ fn specificity_name(rule: &RuleConfig) -> &'static str {
 fn short(digest: &str) -> String {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
     format!("sha256:{}", &hex[..hex.len().min(12)])
-}
-
-fn holds(test: &Test, value: Option<&Value>) -> bool {
-    match (test, value) {
-        (Test::Equals(want), Some(v)) => want == v,
-        // `/scratch/../etc` would match `/scratch/**` by its letters while
-        // naming another place: a value with `.` or `..` segments never
-        // matches a glob, so such a call falls through to ask.
-        (Test::Glob(g), Some(Value::String(s))) => {
-            !s.split(['/', '\\']).any(|seg| seg == ".." || seg == ".")
-                && !s.contains('\0')
-                && g.is_match(s)
-        }
-        (Test::Regex(re), Some(Value::String(s))) => re.is_match(s),
-        // A missing argument, or a non-string for a glob or pattern, does
-        // not satisfy the condition.
-        _ => false,
-    }
-}
-
-fn compile(rule: &RuleConfig) -> Result<Compiled, String> {
-    let glob = |g: &Option<String>| g.as_deref().map(airlock_config::compile_glob).transpose();
-    let conditions = rule
-        .when
-        .iter()
-        .map(|c| {
-            let test = match &c.test {
-                ArgTest::Glob(g) => Test::Glob(airlock_config::compile_glob(g)?),
-                ArgTest::Equals(v) => Test::Equals(v.clone()),
-                ArgTest::Regex(r) => Test::Regex(airlock_config::compile_regex(r)?),
-            };
-            Ok((c.pointer.clone(), test))
-        })
-        .collect::<Result<_, String>>()?;
-    Ok(Compiled {
-        rule: rule.clone(),
-        source: glob(&rule.source)?,
-        tool: glob(&rule.tool)?,
-        conditions,
-    })
 }

@@ -18,8 +18,9 @@
 //! tool poisoning for the reviewer. This crate reads no files and keeps no
 //! state: the caller supplies the facts.
 
+mod args;
 pub mod contract;
 mod decide;
 pub mod lint;
 
-pub use decide::{Decision, Policy, Step, ToolFacts};
+pub use decide::{Decision, Policy, RuleMatcher, Step, ToolFacts};

@@ -46,6 +46,7 @@ fn facts<'a>(t: &'a Tool, exposed: &'a str, trusted: bool, reviewed: bool) -> To
         source: "fs",
         connection: "fs",
         exposed,
+        upstream: exposed.strip_prefix("fs__").unwrap_or(exposed),
         trusted,
         definition: &t.def,
         digest: &t.digest,

@@ -366,3 +366,214 @@ async fn program_outside_the_allow_list_never_runs() {
     let report = scratch.doctor(&config).await;
     assert!(report.contains("not in hub.allowed_programs"), "{report}");
 }
+
+/// The spellings of `/home/me/.ssh/id_rsa` (and of the directory) that a
+/// server opens as that file, and the values a deny cannot read.
+const SSH_SPELLINGS: &[&str] = &[
+    "/home/me/.ssh/id_rsa",
+    "/home/me/./.ssh/id_rsa",
+    "/home/me/x/../.ssh/id_rsa",
+    "//home/me/.ssh/id_rsa",
+    "/home/me/.ssh/",
+    "/home/me/.ssh",
+    "/home/me/.ssh/./x/../id_rsa",
+    "/home/me/%2essh/id_rsa",
+    "/home/me/.ssh%2fid_rsa",
+    "\\home\\me\\.ssh\\id_rsa",
+    "/home/me/.ssh/id_rsa\u{0}.txt",
+    "/../home/me/.ssh/id_rsa",
+    "~/.ssh/id_rsa",
+];
+
+#[tokio::test]
+async fn a_path_deny_holds_for_every_spelling_and_the_server_never_sees_one() {
+    let scratch = Scratch::new();
+    // A deny on a path glob beside an allow of everything else.
+    let config = scratch
+        .reviewed_config(&format!(
+            "{FIXTURE}\n[[rules]]\naction = \"deny\"\ntool = \"fixture__echo\"\n[[rules.when]]\npointer = \"/text\"\nglob = \"/home/me/.ssh/**\"\n"
+        ))
+        .await;
+    let client = scratch.stdio_client(&config, ()).await;
+    let denied = |r: &rmcp::model::CallToolResult| first_text(r).starts_with("airlock: denied");
+    for spelling in SSH_SPELLINGS {
+        let r = client
+            .call_tool(call("fixture__echo", json!({ "text": spelling })))
+            .await
+            .unwrap();
+        assert!(denied(&r), "{spelling:?} got through: {}", first_text(&r));
+    }
+    // Not a string: a lenient server might take the first element.
+    let r = client
+        .call_tool(call(
+            "fixture__echo",
+            json!({ "text": ["/home/me/.ssh/id_rsa"] }),
+        ))
+        .await
+        .unwrap();
+    assert!(denied(&r), "{}", first_text(&r));
+    // A path outside runs, so the deny did not simply take everything.
+    let r = client
+        .call_tool(call(
+            "fixture__echo",
+            json!({ "text": "/home/me/notes.txt" }),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&r), "/home/me/notes.txt");
+    // The server saw that one call and nothing else.
+    assert_eq!(upstream_saw(&client).await, "echo,calls");
+    client.cancel().await.unwrap();
+    // `policy explain` agrees with the hub and says why.
+    let out = scratch
+        .airlock(&[
+            "policy",
+            "explain",
+            "fixture__echo",
+            "--args",
+            r#"{"text": "/home/me/x/../.ssh/id_rsa"}"#,
+            "--config",
+            &config.to_string_lossy(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("fixture__echo: DENY"), "{text}");
+    assert!(text.contains("read as \"/home/me/.ssh/id_rsa\""), "{text}");
+}
+
+#[tokio::test]
+async fn a_managed_deny_binds_the_tool_whatever_prefix_the_user_sets() {
+    let scratch = Scratch::new();
+    std::fs::write(
+        scratch.dir.path().join("managed.toml"),
+        "[[rules]]\naction = \"deny\"\ntool = \"*__echo\"\n",
+    )
+    .unwrap();
+    // The user drops the prefix and allows the bare name.
+    let config = scratch
+        .reviewed_config(&format!(
+            "[hub]\nmanaged_policy = \"managed.toml\"\n{FIXTURE}prefix = false\n\n[[rules]]\naction = \"allow\"\ntool = \"echo\"\n"
+        ))
+        .await;
+    let client = scratch.stdio_client(&config, ()).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"calls"), "{names:?}");
+    assert!(!names.contains(&"echo"), "{names:?}");
+    let r = client
+        .call_tool(call("echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    assert!(
+        first_text(&r).starts_with("airlock: denied"),
+        "{}",
+        first_text(&r)
+    );
+    let saw = client.call_tool(call("calls", json!({}))).await.unwrap();
+    assert_eq!(first_text(&saw), "calls");
+    client.cancel().await.unwrap();
+    let out = scratch
+        .airlock(&[
+            "policy",
+            "explain",
+            "echo",
+            "--config",
+            &config.to_string_lossy(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("echo: DENY"), "{text}");
+    assert!(text.contains("managed layer"), "{text}");
+}
+
+async fn policy_check(scratch: &Scratch, config: &std::path::Path) -> (Option<i32>, String) {
+    let out = scratch
+        .airlock(&["policy", "check", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+async fn policy_check_fails_a_deny_that_matches_nothing() {
+    let scratch = Scratch::new();
+    // Reviewing stores the catalog the rules are checked against.
+    let config = scratch
+        .reviewed_config(&format!(
+            "{FIXTURE}\n[[rules]]\naction = \"deny\"\ntool = \"fixture__echo\"\n"
+        ))
+        .await;
+    let (code, text) = policy_check(&scratch, &config).await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("FAIL") && !text.contains("warn"), "{text}");
+
+    // A typo: the deny protects nothing.
+    let config = scratch.config(&format!(
+        "{FIXTURE}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n\n[[rules]]\naction = \"deny\"\ntool = \"fixture__ecoh\"\n"
+    ));
+    let (code, text) = policy_check(&scratch, &config).await;
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("FAIL  deny at") && text.contains("airlock.toml:9"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tool glob `fixture__ecoh` matches no known tool (closest: fixture__echo"),
+        "{text}"
+    );
+    // `explain` names the deny that nearly matched.
+    let out = scratch
+        .airlock(&[
+            "policy",
+            "explain",
+            "fixture__echo",
+            "--config",
+            &config.to_string_lossy(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let explained = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        explained.contains(
+            "deny at {}:9 (user layer) did not match: tool glob `fixture__ecoh` vs `fixture__echo`"
+                .replace("{}", &config.to_string_lossy())
+                .as_str()
+        ),
+        "{explained}"
+    );
+
+    // Marked intentional, it passes with a warning; an allow that matches
+    // nothing only warns.
+    let config = scratch.config(&format!(
+        "{FIXTURE}\n[[rules]]\naction = \"allow\"\ntool = \"fixture__nope\"\n\n[[rules]]\naction = \"deny\"\ntool = \"fixture__ecoh\"\nfor_future = true\n"
+    ));
+    let (code, text) = policy_check(&scratch, &config).await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("warn  deny at"), "{text}");
+    assert!(text.contains("for_future = true"), "{text}");
+    assert!(
+        text.contains("warn  allow at") && text.contains("`fixture__nope`"),
+        "{text}"
+    );
+    // A source or connection that does not exist fails a deny as well.
+    let config = scratch.config(&format!(
+        "{FIXTURE}\n[[rules]]\naction = \"deny\"\nsource = \"fixtrue\"\n\n[[rules]]\naction = \"deny\"\nsource = \"fixture\"\nconnection = \"wrok\"\n"
+    ));
+    let (code, text) = policy_check(&scratch, &config).await;
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("(closest: fixture)"), "{text}");
+    assert!(text.contains("connection `wrok`"), "{text}");
+}

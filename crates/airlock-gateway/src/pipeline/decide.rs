@@ -38,6 +38,7 @@ pub(crate) fn evaluate(
         source: name,
         connection: policy.connection(name),
         exposed,
+        upstream: upstream_name,
         trusted: policy.trusted(name),
         definition: &tool.definition,
         digest: &tool.digest,
