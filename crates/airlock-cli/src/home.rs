@@ -40,7 +40,10 @@ pub fn secret_store() -> anyhow::Result<Box<dyn airlock_secrets::SecretStore>> {
     Ok(airlock_secrets::open_store(&data_dir()?))
 }
 
-/// The hub's secrets: references resolve from the secret store.
+/// The hub's secrets: references resolve from the secret store, and every
+/// stored value is known to the scrubber from the start.
 pub fn hub_secrets() -> anyhow::Result<std::sync::Arc<airlock_gateway::secrets::HubSecrets>> {
-    Ok(airlock_gateway::secrets::HubSecrets::new(secret_store()?))
+    let secrets = airlock_gateway::secrets::HubSecrets::new(secret_store()?);
+    secrets.learn_stored();
+    Ok(secrets)
 }

@@ -642,11 +642,7 @@ impl Downstream for Link {
                 return Err(ErrorData::internal_error("unknown source", None));
             };
             let refuse = |why: String| ErrorData::invalid_request(format!("airlock: {why}"), None);
-            // What a server asks of the person may quote its credentials.
-            let request = hub
-                .secrets
-                .scrub_as(request)
-                .map_err(|e| refuse(format!("the request could not be scrubbed: {e}")))?;
+            // The request was scrubbed on arrival (airlock-upstream).
             let timeout = hub.call_timeout(index);
             match hub.route_for(index).map_err(refuse)? {
                 Route::Park(tx) => {
@@ -697,7 +693,7 @@ impl Downstream for Link {
 
     fn log(&self, source: &str, mut params: LoggingMessageNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
-        hub.secrets.scrub_value(&mut params.data);
+        // Scrubbed on arrival, logger name and data keys included.
         let logger = params.logger.take().unwrap_or_default();
         params.logger = Some(if logger.is_empty() {
             source.to_string()

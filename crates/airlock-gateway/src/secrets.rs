@@ -46,12 +46,33 @@ impl HubSecrets {
         }
     }
 
-    /// Every string inside `v` scrubbed.
+    /// Every string inside `v` scrubbed, object keys included.
     pub fn scrub_value(&self, v: &mut Value) {
-        let scrubber = self.scrubber();
-        if !scrubber.is_empty() {
-            walk(&scrubber, v);
+        self.scrubber().scrub_json(v);
+    }
+
+    /// Learns every value in the secret store, so that one a source was
+    /// never given is still scrubbed if an upstream (or anything else)
+    /// repeats it. Used by what runs the hub; names that cannot be read
+    /// are skipped with a warning.
+    pub fn learn_stored(&self) {
+        let names = match self.store.names() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list stored secrets to scrub them");
+                return;
+            }
+        };
+        let mut values = Vec::new();
+        for name in names {
+            match self.store.get(&name) {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    tracing::warn!(%name, error = %e, "cannot read a stored secret to scrub it")
+                }
+            }
         }
+        self.register(&values);
     }
 
     /// A protocol value with every string inside it scrubbed. Fails (and
@@ -63,21 +84,8 @@ impl HubSecrets {
             return Ok(t);
         }
         let mut v = serde_json::to_value(&t).map_err(|e| e.to_string())?;
-        walk(&scrubber, &mut v);
+        scrubber.scrub_json(&mut v);
         serde_json::from_value(v).map_err(|e| e.to_string())
-    }
-}
-
-fn walk(scrubber: &Scrubber, v: &mut Value) {
-    match v {
-        Value::String(s) => {
-            if let std::borrow::Cow::Owned(clean) = scrubber.scrub(s) {
-                *s = clean;
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|i| walk(scrubber, i)),
-        Value::Object(map) => map.values_mut().for_each(|i| walk(scrubber, i)),
-        _ => {}
     }
 }
 
@@ -99,5 +107,13 @@ impl airlock_upstream::Secrets for HubSecrets {
 
     fn scrub(&self, text: &str) -> String {
         self.scrubber().scrub(text).into_owned()
+    }
+
+    fn scrub_json(&self, value: &mut Value) {
+        self.scrubber().scrub_json(value);
+    }
+
+    fn active(&self) -> bool {
+        !self.scrubber().is_empty()
     }
 }

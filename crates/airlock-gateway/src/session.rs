@@ -79,27 +79,28 @@ impl Session {
         self.hub.sources[source]
             .request(request, timeout)
             .await
-            .map_err(upstream_error)
+            .map_err(|e| self.upstream_error(e))
+    }
+
+    /// The source's own error as it sent it (scrubbed on arrival), or ours,
+    /// which may quote what the transport saw, scrubbed here.
+    fn upstream_error(&self, e: airlock_upstream::UpstreamError) -> ErrorData {
+        match e {
+            airlock_upstream::UpstreamError::Mcp { error, .. } => error,
+            other => ErrorData::internal_error(
+                format!(
+                    "airlock: {}",
+                    airlock_upstream::Secrets::scrub(self.hub.secrets.as_ref(), &other.to_string())
+                ),
+                None,
+            ),
+        }
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.hub.forget_session(self.id);
-    }
-}
-
-fn withheld(e: String) -> ErrorData {
-    ErrorData::internal_error(
-        format!("airlock: the result could not be scrubbed, so it was withheld ({e})"),
-        None,
-    )
-}
-
-fn upstream_error(e: airlock_upstream::UpstreamError) -> ErrorData {
-    match e {
-        airlock_upstream::UpstreamError::Mcp { error, .. } => error,
-        other => ErrorData::internal_error(format!("airlock: {other}"), None),
     }
 }
 
@@ -186,16 +187,7 @@ impl ServerHandler for Session {
             .get_prompt(request, timeout)
             .await
             .map(versions::prompt)
-            .map_err(upstream_error)
-            .and_then(|r| match r {
-                GetPromptResponse::Complete(p) => self
-                    .hub
-                    .secrets
-                    .scrub_as(p)
-                    .map(GetPromptResponse::Complete)
-                    .map_err(withheld),
-                other => Ok(other),
-            })
+            .map_err(|e| self.upstream_error(e))
     }
 
     async fn list_resources(
@@ -230,16 +222,7 @@ impl ServerHandler for Session {
             .read_resource(request, timeout)
             .await
             .map(versions::resource)
-            .map_err(upstream_error)
-            .and_then(|r| match r {
-                ReadResourceResponse::Complete(c) => self
-                    .hub
-                    .secrets
-                    .scrub_as(c)
-                    .map(ReadResourceResponse::Complete)
-                    .map_err(withheld),
-                other => Ok(other),
-            })
+            .map_err(|e| self.upstream_error(e))
     }
 
     async fn subscribe(

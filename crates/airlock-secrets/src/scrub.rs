@@ -191,6 +191,42 @@ impl Scrubber {
         std::borrow::Cow::Owned(out)
     }
 
+    /// Every string inside `value` scrubbed: values and object keys alike,
+    /// at any depth. A key that scrubs to one already present is kept
+    /// apart with a `#2`, `#3`… suffix, so no entry is lost or merged.
+    pub fn scrub_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        if self.matcher.is_none() {
+            return;
+        }
+        match value {
+            Value::String(s) => {
+                if let std::borrow::Cow::Owned(clean) = self.scrub(s) {
+                    *s = clean;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| self.scrub_json(i)),
+            Value::Object(map) => {
+                let dirty = map.keys().any(|k| self.finds(k.as_bytes()));
+                if dirty {
+                    let old = std::mem::take(map);
+                    for (key, v) in old {
+                        let clean = self.scrub(&key).into_owned();
+                        let mut unique = clean.clone();
+                        let mut n = 2;
+                        while map.contains_key(&unique) {
+                            unique = format!("{clean}#{n}");
+                            n += 1;
+                        }
+                        map.insert(unique, v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.scrub_json(v));
+            }
+            _ => {}
+        }
+    }
+
     /// Whether `text` contains any registered value in any form.
     pub fn finds(&self, text: &[u8]) -> bool {
         self.matcher
@@ -325,6 +361,24 @@ mod tests {
     use super::*;
 
     const SECRET: &str = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";
+
+    #[test]
+    fn json_keys_and_values_are_scrubbed_at_every_depth() {
+        let s = Scrubber::new(&[SECRET]);
+        let mut v = serde_json::json!({
+            SECRET: 1,
+            "a": [{"x": SECRET, format!("k-{SECRET}"): {"deep": [format!("v {SECRET}")]}}],
+            "REDACTED-clash": {SECRET: true, "[secret]": false},
+            "plain": "nothing here",
+        });
+        s.scrub_json(&mut v);
+        let text = v.to_string();
+        assert!(!text.contains(SECRET), "{text}");
+        assert_eq!(v["plain"], "nothing here");
+        // Two keys that scrub alike are both kept.
+        assert_eq!(v["REDACTED-clash"].as_object().unwrap().len(), 2, "{text}");
+        assert_eq!(v.as_object().unwrap().len(), 4, "{text}");
+    }
 
     fn all_encodings(secret: &str) -> Vec<String> {
         let b = secret.as_bytes();

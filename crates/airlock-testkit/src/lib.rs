@@ -59,6 +59,7 @@ impl Scratch {
     pub fn config(&self, body: &str) -> PathBuf {
         let text = body
             .replace("{fixture}", &toml_str(&bin("airlock-fixture")))
+            .replace("{hostile}", &toml_str(&bin("airlock-hostile")))
             .replace("{airlock}", &toml_str(&bin("airlock")));
         let path = self.dir.path().join("airlock.toml");
         std::fs::write(&path, text).expect("write config");

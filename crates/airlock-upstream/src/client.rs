@@ -20,6 +20,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
 
+use crate::clean::cleaned;
 use crate::source::Source;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -58,12 +59,17 @@ pub trait Secrets: Send + Sync + 'static {
     fn resolve(&self, text: &str) -> Result<String, String>;
     /// The text with every known secret value redacted.
     fn scrub(&self, text: &str) -> String;
+    /// Every string inside `value` (object keys included) redacted.
+    fn scrub_json(&self, value: &mut serde_json::Value);
+    /// Whether any secret is known (when none is, scrubbing is skipped).
+    fn active(&self) -> bool;
 }
 
 pub(crate) struct UpstreamClient {
     pub(crate) source: Weak<Source>,
     pub(crate) name: Arc<str>,
     pub(crate) downstream: Arc<dyn Downstream>,
+    pub(crate) secrets: Arc<dyn Secrets>,
 }
 
 /// airlock can relay every client feature, so it declares them all to the
@@ -86,6 +92,10 @@ impl Service<RoleClient> for UpstreamClient {
         if let ServerRequest::PingRequest(_) = request {
             return Ok(ClientResult::empty(()));
         }
+        // What a server asks of the person may quote its credentials.
+        let request = cleaned(self.secrets.as_ref(), request).map_err(|why| {
+            ErrorData::invalid_request(format!("airlock: the request: {why}"), None)
+        })?;
         self.downstream.server_request(&self.name, request).await
     }
 
@@ -94,15 +104,23 @@ impl Service<RoleClient> for UpstreamClient {
         notification: ServerNotification,
         _context: NotificationContext<RoleClient>,
     ) -> Result<(), ErrorData> {
+        let secrets = self.secrets.as_ref();
+        // A notification that cannot be scrubbed is dropped, never passed on raw.
         match notification {
             ServerNotification::ProgressNotification(n) => {
-                self.downstream.progress(&self.name, n.params)
+                if let Ok(params) = cleaned(secrets, n.params) {
+                    self.downstream.progress(&self.name, params)
+                }
             }
             ServerNotification::LoggingMessageNotification(n) => {
-                self.downstream.log(&self.name, n.params)
+                if let Ok(params) = cleaned(secrets, n.params) {
+                    self.downstream.log(&self.name, params)
+                }
             }
             ServerNotification::ResourceUpdatedNotification(n) => {
-                self.downstream.resource_updated(&self.name, n.params)
+                if let Ok(params) = cleaned(secrets, n.params) {
+                    self.downstream.resource_updated(&self.name, params)
+                }
             }
             ServerNotification::ToolListChangedNotification(_)
             | ServerNotification::PromptListChangedNotification(_)

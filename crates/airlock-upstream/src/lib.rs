@@ -11,6 +11,7 @@
 //! This crate does not decide whether a call may run; it only carries calls
 //! the hub has already decided to make.
 
+mod clean;
 mod client;
 pub mod command;
 mod connect;

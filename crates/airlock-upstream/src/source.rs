@@ -14,6 +14,7 @@ use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, Service
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::clean::{cleaned, cleaned_error};
 use crate::client::{Downstream, Secrets, UpstreamClient};
 use crate::connect::{Connection, connect};
 
@@ -185,6 +186,7 @@ impl Source {
                 source: Arc::downgrade(&self),
                 name: self.name.clone(),
                 downstream: self.downstream.clone(),
+                secrets: self.secrets.clone(),
             };
             let allowed = match crate::command::CommandIdentity::of(&self.config) {
                 Some(command) => self.downstream.command_allowed(&self.name, &command),
@@ -242,8 +244,11 @@ impl Source {
         // Held while listing, so a list_changed that arrives meanwhile
         // re-lists after this, never before it with a stale view.
         let listing = self.refresh_lock.lock().await;
-        let listed =
-            tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await;
+        let listed = tokio::time::timeout(
+            self.connect_timeout,
+            self.list_everything(&peer, capabilities),
+        )
+        .await;
         match listed {
             Ok(Ok(snapshot)) => {
                 *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
@@ -289,7 +294,11 @@ impl Source {
             .peer_info()
             .map(|i| i.capabilities.clone())
             .unwrap_or_default();
-        match tokio::time::timeout(self.connect_timeout, list_everything(&peer, capabilities)).await
+        match tokio::time::timeout(
+            self.connect_timeout,
+            self.list_everything(&peer, capabilities),
+        )
+        .await
         {
             Ok(Ok(snapshot)) => {
                 *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
@@ -333,6 +342,7 @@ impl Source {
             peer,
             handle: Some(handle),
             source: self.name.clone(),
+            secrets: self.secrets.clone(),
             finished: false,
         })
     }
@@ -343,7 +353,18 @@ impl Source {
         timeout: Duration,
     ) -> Result<ReadResourceResponse, UpstreamError> {
         let peer = self.peer()?;
-        self.bounded(timeout, peer.read_resource_once(params)).await
+        Ok(
+            match self
+                .bounded(timeout, peer.read_resource_once(params))
+                .await?
+            {
+                ReadResourceResponse::Complete(r) => ReadResourceResponse::Complete(self.clean(r)?),
+                ReadResourceResponse::InputRequired(r) => {
+                    ReadResourceResponse::InputRequired(self.clean(r)?)
+                }
+                _ => return Err(self.unknown_answer()),
+            },
+        )
     }
 
     pub async fn get_prompt(
@@ -352,7 +373,15 @@ impl Source {
         timeout: Duration,
     ) -> Result<GetPromptResponse, UpstreamError> {
         let peer = self.peer()?;
-        self.bounded(timeout, peer.get_prompt_once(params)).await
+        Ok(
+            match self.bounded(timeout, peer.get_prompt_once(params)).await? {
+                GetPromptResponse::Complete(r) => GetPromptResponse::Complete(self.clean(r)?),
+                GetPromptResponse::InputRequired(r) => {
+                    GetPromptResponse::InputRequired(self.clean(r)?)
+                }
+                _ => return Err(self.unknown_answer()),
+            },
+        )
     }
 
     /// Any other request (completion, subscribe, logging level), relayed whole.
@@ -362,7 +391,52 @@ impl Source {
         timeout: Duration,
     ) -> Result<rmcp::model::ServerResult, UpstreamError> {
         let peer = self.peer()?;
-        self.bounded(timeout, peer.send_request(request)).await
+        let r = self.bounded(timeout, peer.send_request(request)).await?;
+        self.clean(r)
+    }
+
+    /// An answer of a kind this build does not know, so cannot scrub: withheld.
+    fn unknown_answer(&self) -> UpstreamError {
+        UpstreamError::Other {
+            src: self.name.to_string(),
+            detail: "it answered with a kind of result airlock does not know, so it was withheld"
+                .into(),
+        }
+    }
+
+    /// A result from the source with every secret scrubbed (see `clean`).
+    fn clean<T: serde::Serialize + serde::de::DeserializeOwned>(
+        &self,
+        value: T,
+    ) -> Result<T, UpstreamError> {
+        cleaned(self.secrets.as_ref(), value).map_err(|detail| UpstreamError::Other {
+            src: self.name.to_string(),
+            detail,
+        })
+    }
+
+    /// Everything the source offers, scrubbed on arrival.
+    async fn list_everything(
+        &self,
+        peer: &Peer<RoleClient>,
+        capabilities: ServerCapabilities,
+    ) -> Result<Snapshot, ServiceError> {
+        let listed = list_everything(peer, capabilities).await?;
+        let secrets = self.secrets.as_ref();
+        let clean = |what: &str, e: String| {
+            ServiceError::McpError(rmcp::ErrorData::internal_error(
+                format!("its {what}: {e}"),
+                None,
+            ))
+        };
+        Ok(Snapshot {
+            tools: cleaned(secrets, listed.tools).map_err(|e| clean("tools", e))?,
+            resources: cleaned(secrets, listed.resources).map_err(|e| clean("resources", e))?,
+            resource_templates: cleaned(secrets, listed.resource_templates)
+                .map_err(|e| clean("resource templates", e))?,
+            prompts: cleaned(secrets, listed.prompts).map_err(|e| clean("prompts", e))?,
+            capabilities: listed.capabilities,
+        })
     }
 
     async fn bounded<T>(
@@ -383,15 +457,18 @@ impl Source {
     }
 
     fn classify(&self, e: ServiceError) -> UpstreamError {
-        classify(&self.name, e)
+        classify(&self.name, self.secrets.as_ref(), e)
     }
 }
 
-fn classify(name: &str, e: ServiceError) -> UpstreamError {
+fn classify(name: &str, secrets: &dyn Secrets, e: ServiceError) -> UpstreamError {
     {
         let src = name.to_string();
         match e {
-            ServiceError::McpError(error) => UpstreamError::Mcp { src, error },
+            ServiceError::McpError(error) => UpstreamError::Mcp {
+                src,
+                error: cleaned_error(secrets, error),
+            },
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 UpstreamError::Closed { src }
             }
@@ -444,6 +521,7 @@ pub struct PendingCall {
     peer: Peer<RoleClient>,
     handle: Option<RequestHandle<RoleClient>>,
     source: Arc<str>,
+    secrets: Arc<dyn Secrets>,
     finished: bool,
 }
 
@@ -458,6 +536,14 @@ impl PendingCall {
         // On timeout rmcp itself sends notifications/cancelled upstream.
         let result = handle.await_response().await;
         self.finished = true;
+        let secrets = self.secrets.as_ref();
+        let result = match result {
+            Ok(r) => cleaned(secrets, r).map_err(|detail| UpstreamError::Other {
+                src: self.source.to_string(),
+                detail,
+            }),
+            Err(e) => Err(classify(&self.source, secrets, e)),
+        };
         match result {
             Ok(ServerResult::CallToolResult(r)) => Ok(CallToolResponse::Complete(r)),
             Ok(ServerResult::InputRequiredResult(r)) => Ok(CallToolResponse::InputRequired(r)),
@@ -466,7 +552,7 @@ impl PendingCall {
                 src: self.source.to_string(),
                 detail: "it answered tools/call with a result that is not a tool result".into(),
             }),
-            Err(e) => Err(classify(&self.source, e)),
+            Err(e) => Err(e),
         }
     }
 }

@@ -96,31 +96,17 @@ fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
     params
 }
 
-/// The source's answer, with every known secret scrubbed from it (I1).
+/// The source's answer. Everything in it was scrubbed on arrival (I1, in
+/// airlock-upstream); only our own description of a failure, which may
+/// quote what the transport saw, is scrubbed here.
 fn answered(hub: &Hub, result: Result<CallToolResponse, UpstreamError>) -> Outcome {
-    let secrets = &hub.secrets;
     match result {
-        Ok(CallToolResponse::Complete(r)) => match secrets.scrub_as(r) {
-            Ok(r) => Outcome::Answered(versions::call(CallToolResponse::Complete(r))),
-            Err(e) => Outcome::Failed(format!(
-                "the result could not be scrubbed, so it was withheld ({e})"
-            )),
-        },
-        Ok(CallToolResponse::InputRequired(r)) => match secrets.scrub_as(r) {
-            Ok(r) => Outcome::Answered(CallToolResponse::InputRequired(r)),
-            Err(e) => Outcome::Failed(format!(
-                "the input request could not be scrubbed, so it was withheld ({e})"
-            )),
-        },
-        Ok(other) => Outcome::Answered(other),
-        Err(UpstreamError::Mcp { mut error, .. }) => {
-            error.message = Secrets::scrub(secrets.as_ref(), &error.message).into();
-            if let Some(data) = error.data.as_mut() {
-                secrets.scrub_value(data);
-            }
-            Outcome::Refused(error)
+        Ok(CallToolResponse::Complete(r)) => {
+            Outcome::Answered(versions::call(CallToolResponse::Complete(r)))
         }
-        Err(e) => Outcome::Failed(Secrets::scrub(secrets.as_ref(), &e.to_string())),
+        Ok(other) => Outcome::Answered(other),
+        Err(UpstreamError::Mcp { error, .. }) => Outcome::Refused(error),
+        Err(e) => Outcome::Failed(Secrets::scrub(hub.secrets.as_ref(), &e.to_string())),
     }
 }
 
@@ -162,7 +148,7 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
     let result = loop {
         tokio::select! {
             r = &mut finish => break r,
-            Some(p) = next_progress(&mut progress) => relay_progress(hub, call, p).await,
+            Some(p) = next_progress(&mut progress) => relay_progress(call, p).await,
             _ = call.cancelled.cancelled() => return Outcome::Failed("the client cancelled the call".into()),
         }
     };
@@ -174,7 +160,7 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
             tokio::task::yield_now().await;
         }
         while let Ok(p) = rx.try_recv() {
-            relay_progress(hub, call, p).await;
+            relay_progress(call, p).await;
         }
     }
     drop(in_flight);
@@ -260,13 +246,10 @@ async fn next_progress(
     }
 }
 
-/// Passes progress on under the client's own token, its message scrubbed.
-async fn relay_progress(hub: &Hub, call: &ToolCall, mut p: ProgressNotificationParam) {
+/// Passes progress on under the client's own token (scrubbed on arrival).
+async fn relay_progress(call: &ToolCall, mut p: ProgressNotificationParam) {
     if let Some(token) = call.progress.clone() {
         p.progress_token = token;
-        if let Some(m) = p.message.take() {
-            p.message = Some(Secrets::scrub(hub.secrets.as_ref(), &m));
-        }
         let _ = call.peer.notify_progress(p).await;
     }
 }
