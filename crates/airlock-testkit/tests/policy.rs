@@ -577,3 +577,43 @@ async fn policy_check_fails_a_deny_that_matches_nothing() {
     assert!(text.contains("(closest: fixture)"), "{text}");
     assert!(text.contains("connection `wrok`"), "{text}");
 }
+
+#[tokio::test]
+async fn a_changed_env_value_or_path_asks_for_review_again() {
+    let scratch = Scratch::new();
+    let bin_dir = airlock_testkit::bin("airlock-fixture")
+        .parent()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // Found by name on the PATH the source is given.
+    let body = |path: &str, mode: &str| {
+        format!(
+            "[hub]\nconnect_timeout = \"5s\"\n\n[sources.fixture]\ncommand = \"airlock-fixture\"\nenv = {{ PATH = {path:?}, MODE = {mode:?} }}\n"
+        )
+    };
+    let config = scratch.config(&body(&bin_dir, "a"));
+    scratch.approve_commands(&config, &["fixture"]).await;
+    let report = scratch.doctor(&config).await;
+    assert!(report.contains("ok    source fixture"), "{report}");
+    // Only a value changes: it asks again, and does not show the value.
+    let config = scratch.config(&body(&bin_dir, "b"));
+    let report = scratch.doctor(&config).await;
+    assert!(report.contains("changed since it was reviewed"), "{report}");
+    assert!(!report.contains("MODE=\"b\""), "{report}");
+    // Another PATH, another program: it asks again, showing the PATH.
+    let other = scratch.dir.path().join("bin");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(
+        airlock_testkit::bin("airlock-fixture"),
+        other.join("airlock-fixture"),
+    )
+    .unwrap();
+    let config = scratch.config(&body(&other.to_string_lossy(), "a"));
+    let report = scratch.doctor(&config).await;
+    assert!(report.contains("changed since it was reviewed"), "{report}");
+    assert!(
+        report.contains(&other.join("airlock-fixture").to_string_lossy().into_owned()),
+        "{report}"
+    );
+}
