@@ -66,6 +66,12 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
                 w.source, w.name, w.reason
             );
         }
+        for (tool, findings) in hub.withheld_for_review() {
+            println!(
+                "warn  `{tool}` is not shown to clients until it is reviewed (`airlock tools review`): {}",
+                findings.join("; ")
+            );
+        }
         hub.stop().await;
     });
     Ok(if problems == 0 {

@@ -64,7 +64,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     let shared: Arc<dyn Store> = store.clone();
     let runtime = tokio::runtime::Runtime::new()?;
     let timeout = config.hub.connect_timeout;
-    let (pending, others, failed) = runtime.block_on(async {
+    let (pending, others, failed, withheld) = runtime.block_on(async {
         let hub = Hub::start(config, shared, home::hub_secrets()?);
         hub.settled(timeout).await;
         let failed: Vec<String> = hub
@@ -95,12 +95,20 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             });
         }
         let others: Vec<String> = catalog.tools.iter().map(|t| t.name.to_string()).collect();
+        let withheld: Vec<String> = catalog
+            .withheld
+            .iter()
+            .map(|w| format!("source {}: `{}`: {}", w.source, w.name, w.reason))
+            .collect();
         hub.stop().await;
-        anyhow::Ok((pending, others, failed))
+        anyhow::Ok((pending, others, failed, withheld))
     })?;
 
     for f in &failed {
         println!("warning: source {f}; its tools cannot be reviewed now");
+    }
+    for w in &withheld {
+        println!("withheld from clients (nothing to pin): {w}");
     }
     if pending.is_empty() {
         println!("Every tool's contract matches what was reviewed. Nothing to do.");
@@ -242,6 +250,15 @@ fn show(p: &Pending, linter: &Linter) {
     let findings = linter.check(&p.definition);
     for f in &findings {
         println!("   ⚠ {}: {}", f.field, f.message);
+    }
+    match (&p.previous, findings.is_empty()) {
+        (Some(_), _) => println!(
+            "   until you pin it, clients see the definition you reviewed and its calls ask"
+        ),
+        (None, false) => println!(
+            "   until you pin it, clients do not see this tool: its text looks like tool poisoning"
+        ),
+        (None, true) => {}
     }
 }
 

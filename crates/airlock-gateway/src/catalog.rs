@@ -114,7 +114,36 @@ impl Catalog {
     }
 
     fn add_source(&mut self, index: usize, source: &str, prefix: bool, snap: &Snapshot) {
-        for tool in &snap.tools {
+        // A name the source lists more than once is withheld, every copy:
+        // which definition a review, the client and a call would each see
+        // is anyone's guess, and airlock does not guess.
+        let repeated = |names: Vec<&str>| {
+            let mut counts: HashMap<&str, usize> = HashMap::new();
+            for n in names {
+                *counts.entry(n).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .filter(|(_, c)| *c > 1)
+                .map(|(n, c)| (n.to_string(), c))
+                .collect::<HashMap<String, usize>>()
+        };
+        let tool_repeats = repeated(snap.tools.iter().map(|t| t.name.as_ref()).collect());
+        let prompt_repeats = repeated(snap.prompts.iter().map(|p| p.name.as_str()).collect());
+        for (name, count) in tool_repeats.iter().chain(prompt_repeats.iter()) {
+            self.withhold(
+                source,
+                name,
+                format!(
+                    "`{name}` is listed {count} times by this source; every copy is withheld, because airlock will not pick one"
+                ),
+            );
+        }
+        for tool in snap
+            .tools
+            .iter()
+            .filter(|t| !tool_repeats.contains_key(t.name.as_ref()))
+        {
             match names::expose(source, &tool.name, prefix) {
                 Ok(exposed) => {
                     let mut t = tool.clone();
@@ -135,7 +164,11 @@ impl Catalog {
                 Err(reason) => self.withhold(source, &tool.name, reason),
             }
         }
-        for prompt in &snap.prompts {
+        for prompt in snap
+            .prompts
+            .iter()
+            .filter(|p| !prompt_repeats.contains_key(&p.name))
+        {
             match names::expose(source, &prompt.name, prefix) {
                 Ok(exposed) => {
                     let mut p = prompt.clone();

@@ -161,6 +161,17 @@ const REVIEW_CHECK: Duration = Duration::from_millis(500);
 /// a decline is the user's choice and not a failure to retry.
 pub const ASK_NOTE: &str = "[airlock] Calls to this tool pause for the user's approval and may be declined; a declined call is the user's decision, not an error to retry.";
 
+/// `tool` with `note` appended to its description.
+fn with_note(mut tool: rmcp::model::Tool, note: &str) -> rmcp::model::Tool {
+    let description = tool.description.take().unwrap_or_default();
+    tool.description = Some(if description.is_empty() {
+        note.to_string().into()
+    } else {
+        format!("{description}\n\n{note}").into()
+    });
+    tool
+}
+
 /// The sources' way back into the hub. Holds a weak reference so the
 /// sources (owned by the hub) do not keep it alive.
 struct Link(Weak<Hub>);
@@ -393,12 +404,19 @@ impl Hub {
     }
 
     /// The tools a client may see: denied ones removed, and a note on
-    /// those whose calls ask.
+    /// those whose calls ask. What the model reads is what a person
+    /// reviewed: a tool that changed since its review is listed with its
+    /// reviewed definition (its calls ask until the change is reviewed);
+    /// a tool never reviewed is listed only if its text passes the
+    /// poisoning lint, and withheld otherwise.
     pub fn visible_tools(&self) -> Vec<rmcp::model::Tool> {
         let catalog = self.catalog();
+        let reviewed = self.reviewed_contracts();
         let mut out = Vec::with_capacity(catalog.tools.len());
         for tool in &catalog.tools {
-            let Some(route) = catalog.tool(&tool.name) else {
+            let (Some(route), Some(contract)) =
+                (catalog.tool(&tool.name), catalog.contract(&tool.name))
+            else {
                 continue;
             };
             let d = crate::pipeline::decide::evaluate(
@@ -409,22 +427,82 @@ impl Hub {
                 &route.upstream_name,
                 None,
             );
-            match d.action {
-                Action::Deny => continue,
-                Action::Ask => {
-                    let mut t = tool.clone();
-                    let description = t.description.take().unwrap_or_default();
-                    t.description = Some(if description.is_empty() {
-                        ASK_NOTE.into()
-                    } else {
-                        format!("{description}\n\n{ASK_NOTE}").into()
-                    });
-                    out.push(t);
+            if d.action == Action::Deny {
+                continue;
+            }
+            let source = self.sources[route.source].name();
+            let shown = match reviewed.get(&(source.to_string(), route.upstream_name.clone())) {
+                Some(digest) if *digest == contract.digest => tool.clone(),
+                Some(_) => match self.reviewed_definition(source, &route.upstream_name, &tool.name)
+                {
+                    Some(t) => t,
+                    None => continue,
+                },
+                None => {
+                    let findings =
+                        crate::review::lint_new(&catalog, &tool.name, &contract.definition);
+                    if !findings.is_empty() {
+                        tracing::warn!(
+                            tool = %tool.name,
+                            findings = %findings.join("; "),
+                            "not listing a tool nobody has reviewed whose text looks like tool poisoning; run `airlock tools review`"
+                        );
+                        continue;
+                    }
+                    tool.clone()
                 }
-                Action::Allow => out.push(tool.clone()),
+            };
+            match d.action {
+                Action::Ask => out.push(with_note(shown, ASK_NOTE)),
+                _ => out.push(shown),
             }
         }
         out
+    }
+
+    /// Tools nobody has reviewed that clients do not see because their text
+    /// looks like tool poisoning, with the lint's findings.
+    pub fn withheld_for_review(&self) -> Vec<(String, Vec<String>)> {
+        let catalog = self.catalog();
+        let reviewed = self.reviewed_contracts();
+        let mut out = Vec::new();
+        for tool in &catalog.tools {
+            let (Some(route), Some(contract)) =
+                (catalog.tool(&tool.name), catalog.contract(&tool.name))
+            else {
+                continue;
+            };
+            let source = self.sources[route.source].name().to_string();
+            if reviewed.contains_key(&(source, route.upstream_name.clone())) {
+                continue;
+            }
+            let findings = crate::review::lint_new(&catalog, &tool.name, &contract.definition);
+            if !findings.is_empty() {
+                out.push((tool.name.to_string(), findings));
+            }
+        }
+        out
+    }
+
+    /// The definition a person last pinned for (`source`, `upstream`), as
+    /// the tool `exposed`. `None` (withhold) when it cannot be read.
+    fn reviewed_definition(
+        &self,
+        source: &str,
+        upstream: &str,
+        exposed: &str,
+    ) -> Option<rmcp::model::Tool> {
+        let pinned = match self.store.pinned_contract(source, upstream) {
+            Ok(Some(p)) => p,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read a reviewed contract; withholding the tool");
+                return None;
+            }
+        };
+        let mut tool: rmcp::model::Tool = serde_json::from_value(pinned.definition).ok()?;
+        tool.name = exposed.to_string().into();
+        Some(tool)
     }
 
     pub fn call_timeout(&self, source: usize) -> Duration {

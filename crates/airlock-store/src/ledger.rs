@@ -32,7 +32,9 @@ pub struct FrozenCall {
     pub args_digest: String,
     /// Why it asks.
     pub reason: String,
-    /// The first sentence of the tool's description.
+    /// What a person is shown about the tool: its description, or for a
+    /// tool that changed since its review, what changed and the poisoning
+    /// lint's findings.
     pub description: String,
     /// The tool's contract digest when the call asked ('always allow' pins
     /// its rule to it).

@@ -4,7 +4,8 @@
 //! in their browser or prints; the model never sees it. Following the link
 //! spends it and sets a session cookie (HttpOnly, SameSite=Strict), so a
 //! reload keeps the inbox. The page lists each waiting call (tool,
-//! connection, the first sentence of the tool's description, why it asks,
+//! connection, the tool's description or what changed since its review,
+//! why it asks,
 //! the arguments redacted and capped at 4 KB, a countdown to expiry) with
 //! the four choices. A decision is a POST that must carry the session's
 //! CSRF token and this page's own Origin; every request must name this

@@ -50,10 +50,23 @@ pub(crate) async fn ask(
     let args = Value::Object(call.params.arguments.clone().unwrap_or_default());
     let canonical = contract::canonical(&args);
     let catalog = hub.catalog();
+    // What the person deciding sees: the description, or for a tool that
+    // changed since its review, what changed, with the lint's findings.
+    let reviewed = hub
+        .store
+        .pinned_contract(source, &target.upstream_name)
+        .ok()
+        .flatten();
     let description = catalog
         .contract(&call.params.name)
-        .and_then(|c| c.definition.get("description").and_then(Value::as_str))
-        .map(first_sentence)
+        .map(|c| {
+            crate::review::summary(
+                &catalog,
+                &call.params.name,
+                &c.definition,
+                reviewed.as_ref().map(|r| &r.definition),
+            )
+        })
         .unwrap_or_default();
     let frozen = FrozenCall {
         principal: hub.principal.clone(),
@@ -305,19 +318,4 @@ fn record_audit(hub: &Hub, call: &ToolCall, what: &str, channel: &str, detail: &
     if let Err(e) = hub.store.record_audit(record) {
         tracing::error!(error = %e, "cannot record the approval outcome");
     }
-}
-
-/// Up to the first sentence end (or line break), at most 300 characters.
-fn first_sentence(text: &str) -> String {
-    let mut end = text.len();
-    for (i, c) in text.char_indices() {
-        let after = &text[i + c.len_utf8()..];
-        if c == '\n'
-            || (matches!(c, '.' | '!' | '?') && (after.is_empty() || after.starts_with(' ')))
-        {
-            end = i + c.len_utf8();
-            break;
-        }
-    }
-    text[..end].trim().chars().take(300).collect()
 }
