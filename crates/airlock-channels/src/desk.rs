@@ -47,3 +47,10 @@ impl Desk {
         Ok(recorded)
     }
 }
+
+/// Revokes the standing rule `id` that an "always allow" created; `false`
+/// when there is none. Every channel that changes the ledger goes through
+/// this module.
+pub fn revoke_standing_rule(database: &std::path::Path, id: i64) -> Result<bool, DecisionError> {
+    airlock_decision::revoke_standing_rule(database, id)
+}

@@ -67,11 +67,11 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
     let woke = woke.load(Ordering::SeqCst);
     let (message, code) = match recorded {
         Recorded::Approved if choice == Choice::AllowForRun => (
-            "approved: the call runs as shown, and this tool runs unasked for the rest of the client's session",
+            "approved: the call runs as shown, and this tool runs unasked for the rest of the client's session while it stays as it is now",
             0,
         ),
         Recorded::Approved if choice == Choice::AllowAlways => (
-            "approved: the call runs as shown, and this tool on this connection runs unasked while its contract stays the same",
+            "approved: the call runs as shown; its current definition is recorded as reviewed by you, and this tool on this connection runs unasked while that definition stays the same (`airlock rules list` / `rules revoke ID`)",
             0,
         ),
         Recorded::Approved => ("approved: the call runs once, as shown", 0),

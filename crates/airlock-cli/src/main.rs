@@ -11,6 +11,7 @@ mod home;
 mod import;
 mod logging;
 mod policy;
+mod rules;
 mod secret;
 mod serve;
 mod status;
@@ -116,6 +117,11 @@ enum Command {
         #[command(flatten)]
         filter: audit::FilterArgs,
     },
+    /// List or revoke the standing rules "always allow" created.
+    Rules {
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
     /// Print the token HTTP clients send (`Authorization: Bearer <token>`),
     /// creating it on first use.
     Token {
@@ -146,6 +152,15 @@ enum ToolsCommand {
         #[arg(long)]
         list: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum RulesCommand {
+    /// Every standing rule: what it allows, on which connection and
+    /// contract, who created it and when.
+    List,
+    /// Remove one; calls it allowed ask again.
+    Revoke { id: i64 },
 }
 
 #[derive(Subcommand)]
@@ -246,6 +261,10 @@ fn main() -> ExitCode {
             filter,
         } => audit::show(&filter),
         Command::Token { rotate } => token::run(rotate),
+        Command::Rules { command } => match command {
+            RulesCommand::List => rules::list(),
+            RulesCommand::Revoke { id } => rules::revoke(id),
+        },
         Command::DemoServer => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

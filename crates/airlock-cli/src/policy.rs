@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use airlock_config::{Action, Config, Layer, SourceConfig};
-use airlock_policy::{Policy, RuleMatcher, ToolFacts, contract};
+use airlock_policy::{RuleMatcher, ToolFacts, contract};
 use airlock_store::{CatalogEntry, CatalogKind, SqliteStore, Store};
 use serde_json::Value;
 
@@ -252,7 +252,10 @@ pub fn explain(
         reviewed: reviewed.as_ref().map(|r| r.digest.as_str()),
     };
     let args = args.unwrap_or_else(|| Value::Object(Default::default()));
-    let policy = Policy::new(&config);
+    // The config's rules and the "always allow" rules people created, as
+    // the hub decides with them.
+    let standing = store.standing_rules()?;
+    let policy = airlock_gateway::hub::PolicyState::with_standing(&config, &standing).rules;
     let decision = policy.decide(&facts, Some(&args));
     println!("{tool}: {}", decision.action.as_str().to_uppercase());
     println!("  because {}", decision.reason);
@@ -262,6 +265,12 @@ pub fn explain(
     );
     for line in &decision.chain {
         println!("  {line}");
+    }
+    if !standing.is_empty() {
+        println!(
+            "  {} standing \"always allow\" rule(s) counted (`airlock rules list`)",
+            standing.len()
+        );
     }
     for line in policy.near_misses(&facts, &args) {
         println!("  nearest: {line}");

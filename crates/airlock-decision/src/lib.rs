@@ -27,6 +27,66 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// "Always allow" on a tool whose contract nobody reviewed (or that changed
+/// since) is the person's review of the contract the call asked under: the
+/// standing rule is pinned to it, so without this it would never apply.
+/// Pinned only if the catalog still holds that exact contract.
+fn pin_as_reviewed(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    now: i64,
+    principal: &str,
+    channel: &str,
+) -> Result<(), DecisionError> {
+    let asked: Option<(String, String, String)> = tx
+        .query_row(
+            "SELECT source, upstream, contract_digest FROM approvals WHERE id = ?1",
+            params![id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((source, upstream, digest)) = asked.filter(|(_, _, d)| !d.is_empty()) else {
+        return Ok(());
+    };
+    let definition: Option<String> = tx
+        .query_row(
+            "SELECT definition FROM catalog WHERE source = ?1 AND kind = 'tool' AND name = ?2",
+            params![source, upstream],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(definition) = definition else {
+        return Ok(());
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&definition) else {
+        return Ok(());
+    };
+    if airlock_policy::contract::digest(&value) != digest {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO contracts (source, tool, digest, definition, reviewed_at_ms, reviewer)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT(source, tool) DO UPDATE SET digest = excluded.digest,
+             definition = excluded.definition, reviewed_at_ms = excluded.reviewed_at_ms,
+             reviewer = excluded.reviewer
+         WHERE contracts.digest != excluded.digest",
+        params![
+            source,
+            upstream,
+            digest,
+            definition,
+            now,
+            format!("{principal} (always allow, via {channel})")
+        ],
+    )?;
+    tx.execute(
+        "UPDATE meta SET value = value + 1 WHERE key = 'contracts_generation'",
+        [],
+    )?;
+    Ok(())
+}
+
 /// Records `choice` for approval `id`, as `principal`, through `channel`.
 pub fn record_decision(
     database: &Path,
@@ -59,6 +119,7 @@ pub fn record_decision(
                  WHERE id = ?1 AND contract_digest != ''",
                 params![id, now, principal],
             )?;
+            pin_as_reviewed(&tx, id, now, principal, channel)?;
         }
         tx.commit()?;
         return Ok(match choice {
@@ -88,4 +149,13 @@ pub fn record_decision(
         }
         _ => Recorded::NotFound,
     })
+}
+
+/// Revokes the standing rule `id` ("always allow"); `false` if there is
+/// none. Narrowing needs no decision of its own, but it lives beside the
+/// code that creates these rules.
+pub fn revoke_standing_rule(database: &Path, id: i64) -> Result<bool, DecisionError> {
+    let conn = Connection::open(database)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn.execute("DELETE FROM standing_rules WHERE id = ?1", params![id])? == 1)
 }

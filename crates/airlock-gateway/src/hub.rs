@@ -86,7 +86,9 @@ pub struct PolicyState {
     pub rules: Policy,
     /// What it was built from, to rebuild when people add standing rules.
     config: Config,
-    standing: usize,
+    /// The ids of the standing rules it holds (one revoked and another
+    /// added is a change too).
+    standing: Vec<i64>,
     /// Per source: (trusted, connection).
     sources: HashMap<String, (bool, String)>,
 }
@@ -116,7 +118,7 @@ impl PolicyState {
             .collect();
         PolicyState {
             config: config.clone(),
-            standing: standing.len(),
+            standing: standing.iter().map(|r| r.id).collect(),
             rules: Policy::from_rules(config.all_rules().chain(created.iter())),
             sources: config
                 .sources
@@ -152,6 +154,8 @@ const RUN_GRANT_CALLS: u32 = 100;
 struct RunGrant {
     until: Instant,
     remaining: u32,
+    /// The contract the person saw; a changed tool asks again.
+    digest: String,
 }
 
 /// How often a call may look for new reviews.
@@ -233,8 +237,9 @@ impl Hub {
         hub
     }
 
-    /// A person allowed `tool` for the rest of this client session.
-    pub(crate) fn grant_run(&self, session: SessionId, tool: &str) {
+    /// A person allowed `tool`, as defined by contract `digest`, for the
+    /// rest of this client session.
+    pub(crate) fn grant_run(&self, session: SessionId, tool: &str, digest: &str) {
         self.run_grants
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -243,18 +248,21 @@ impl Hub {
                 RunGrant {
                     until: Instant::now() + RUN_GRANT_TIME,
                     remaining: RUN_GRANT_CALLS,
+                    digest: digest.to_string(),
                 },
             );
     }
 
-    /// Spends one call of a run grant, if this session has one left.
-    pub(crate) fn use_run_grant(&self, session: SessionId, tool: &str) -> bool {
+    /// Spends one call of a run grant, if this session has one left for
+    /// the tool as it is now (contract `digest`). A grant for another
+    /// contract is void: the tool changed since the person allowed it.
+    pub(crate) fn use_run_grant(&self, session: SessionId, tool: &str, digest: &str) -> bool {
         let mut grants = self.run_grants.lock().unwrap_or_else(|p| p.into_inner());
         let key = (session, tool.to_string());
         let Some(g) = grants.get_mut(&key) else {
             return false;
         };
-        if g.until <= Instant::now() || g.remaining == 0 {
+        if g.until <= Instant::now() || g.remaining == 0 || g.digest != digest {
             grants.remove(&key);
             return false;
         }
@@ -348,7 +356,12 @@ impl Hub {
             return current;
         }
         match self.store.standing_rules() {
-            Ok(rules) if rules.len() != current.standing => {
+            Ok(rules)
+                if !rules
+                    .iter()
+                    .map(|r| r.id)
+                    .eq(current.standing.iter().copied()) =>
+            {
                 let next = Arc::new(PolicyState::with_standing(&current.config, &rules));
                 *self.policy.write().unwrap_or_else(|p| p.into_inner()) = next.clone();
                 next
@@ -376,6 +389,20 @@ impl Hub {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(PolicyState::new(config));
         notes
+    }
+
+    /// A person just changed what is reviewed or allowed (an "always
+    /// allow" was claimed): the next decision reads the store again rather
+    /// than a cache up to REVIEW_CHECK old.
+    pub(crate) fn forget_cached_reviews(&self) {
+        *self
+            .standing_checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+        self.reviewed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .checked = None;
     }
 
     /// Approved contract digests by (source, upstream tool). Checks the

@@ -48,8 +48,12 @@ pub struct StandingRule {
     pub id: i64,
     pub tool: String,
     pub connection: String,
+    /// The contract it applies to; another contract asks again.
     pub digest: String,
     pub created_by: String,
+    pub created_at_ms: i64,
+    /// The approval whose "always allow" created it.
+    pub approval: String,
 }
 
 /// A row as `airlock pending` shows it.

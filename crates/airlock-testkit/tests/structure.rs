@@ -25,10 +25,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Pinning a contract widens what runs unasked, so exactly one place in the
-/// product may do it: the CLI's review command, which only a person at a
-/// terminal (or their script) runs. The store defines it; nothing else
-/// calls it.
+/// Pinning a contract widens what runs unasked, so only a person may do
+/// it: through the CLI's review command, which only a person at a terminal
+/// (or their script) runs, or through a person's "always allow", recorded
+/// by the decision module (decision 0005). The store defines the call;
+/// nothing else calls it or writes the table.
 #[test]
 fn only_the_review_command_pins_contracts() {
     let root = workspace();
@@ -57,6 +58,23 @@ fn only_the_review_command_pins_contracts() {
     assert!(
         offenders.is_empty(),
         "pin_contract called from {offenders:?}"
+    );
+    let writers = [
+        root.join("crates/airlock-store/src/sqlite/mod.rs"),
+        root.join("crates/airlock-decision/src/lib.rs"),
+    ];
+    let sql_writers: Vec<_> = files
+        .iter()
+        .filter(|f| !writers.contains(f))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap().to_lowercase();
+            text.contains(concat!("insert into ", "contracts"))
+                || text.contains(concat!("update ", "contracts"))
+        })
+        .collect();
+    assert!(
+        sql_writers.is_empty(),
+        "the contracts table is written from {sql_writers:?}"
     );
     // The crates that face MCP clients cannot even name the review trait.
     for krate in ["airlock-gateway", "airlock-upstream", "airlock-policy"] {

@@ -85,9 +85,19 @@ pub(crate) async fn ask(
             .unwrap_or_default(),
     };
     let settings = &hub.config.hub;
+    // One deadline everywhere: a call that waits here stops waiting after
+    // approval_wait, so the approval expires then too, and every channel
+    // counts down to that moment. A 2026-07-28 client asked with the form
+    // ends this request and retries later, within approval_ttl.
+    let client_retries = call.modern && prompt::can_ask(hub, call);
+    let ttl = if client_retries {
+        settings.approval_ttl
+    } else {
+        settings.approval_ttl.min(settings.approval_wait)
+    };
     let pending = match hub.store.ledger_create(
         &frozen,
-        settings.approval_ttl.as_millis() as i64,
+        ttl.as_millis() as i64,
         settings.approval_retention.as_millis() as i64,
     ) {
         Ok(p) => p,
@@ -143,7 +153,9 @@ async fn wait(
     mut pending: Pending,
     wake: &tokio::sync::Notify,
 ) -> Approval {
-    let deadline = tokio::time::Instant::now() + hub.config.hub.approval_wait;
+    // The approval's own expiry, the moment every channel counts down to.
+    let left = (pending.expires_at_ms - now_ms()).max(0) as u64;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(left);
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.tick().await;
     let mut ticks = 0u32;
@@ -238,14 +250,18 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
             let by = approved.call.principal.clone();
             let choice = approved.choice.clone();
             let channel = approved.channel.clone();
+            let contract = approved.call.contract_digest.clone();
             match hub.store.ledger_claim(approved) {
                 Ok(Some(executing)) => {
                     let what = match choice.as_str() {
                         "run" => {
-                            hub.grant_run(call.session, &call.params.name);
+                            hub.grant_run(call.session, &call.params.name, &contract);
                             "approved for this run"
                         }
-                        "always" => "approved always",
+                        "always" => {
+                            hub.forget_cached_reviews();
+                            "approved always"
+                        }
                         _ => "approved",
                     };
                     audit_decision(hub, call, what, &by, &channel);

@@ -86,7 +86,16 @@ pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolRe
                 .into_response();
             }
             // A person already allowed this tool for this client session.
-            Action::Ask if hub.use_run_grant(call.session, &call.params.name) => {
+            Action::Ask
+                if hub.use_run_grant(
+                    call.session,
+                    &call.params.name,
+                    &hub.catalog()
+                        .contract(&call.params.name)
+                        .map(|c| c.digest.clone())
+                        .unwrap_or_default(),
+                ) =>
+            {
                 approval::audit(hub, &call, "allowed for this run", "an earlier approval");
             }
             // 2b. A person decides; the call then runs with the stored

@@ -76,7 +76,7 @@ pub(crate) fn form(hub: &Hub, frozen: &FrozenCall, expires_at_ms: i64) -> Elicit
                 FIELD: {
                     "type": "string",
                     "title": "Your decision",
-                    "description": "Allow once runs this call only. Allow for this run also allows this tool for the rest of this session. Always allow creates a rule for this tool while its definition stays the same.",
+                    "description": "Allow once runs this call only. Allow for this run also allows this tool for the rest of this session. Always allow creates a rule for this tool while its definition stays the same, and records this definition as reviewed by you.",
                     "oneOf": choices,
                 }
             },

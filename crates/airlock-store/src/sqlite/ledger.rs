@@ -198,7 +198,8 @@ pub(super) fn list(conn: &Connection, all: bool) -> Result<Vec<ApprovalRow>> {
 
 pub(super) fn standing_rules(conn: &Connection) -> Result<Vec<crate::ledger::StandingRule>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT id, tool, connection, digest, created_by FROM standing_rules ORDER BY id",
+        "SELECT id, tool, connection, digest, created_by, created_at_ms, approval
+         FROM standing_rules ORDER BY id",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(crate::ledger::StandingRule {
@@ -207,6 +208,8 @@ pub(super) fn standing_rules(conn: &Connection) -> Result<Vec<crate::ledger::Sta
             connection: r.get(2)?,
             digest: r.get(3)?,
             created_by: r.get(4)?,
+            created_at_ms: r.get(5)?,
+            approval: r.get(6)?,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
