@@ -8,6 +8,7 @@
 
 mod approvals;
 mod egress;
+mod policy;
 mod scrub;
 
 use std::path::{Path, PathBuf};
@@ -346,8 +347,12 @@ async fn main() -> anyhow::Result<()> {
                 report_scrub(&scrub::run());
                 return Ok(());
             }
+            "--only" if args[i + 1] == "policy" => {
+                report_policy(&policy::run());
+                return Ok(());
+            }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --only stdio|scrub|egress"
+                "unknown argument {other}; use --calls N, --proxies DIR, --only stdio|scrub|egress|policy"
             ),
         }
         i += 2;
@@ -505,6 +510,9 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("scrubbing");
     let scrubbing = scrub::run();
 
+    eprintln!("policy");
+    let deciding = policy::run();
+
     eprintln!("egress guard");
     let guard = egress::run(2000).await?;
 
@@ -514,6 +522,7 @@ async fn main() -> anyhow::Result<()> {
     report(&rows, &opts, ready_direct, ready_hub);
     report_approvals(&approvals);
     report_scrub(&scrubbing);
+    report_policy(&deciding);
     report_egress(&guard);
     Ok(())
 }
@@ -647,6 +656,31 @@ fn report_scrub(s: &scrub::ScrubReport) {
     println!(
         "| naive: one replace per secret per form (raw and base64 only) | {:.3} | 1× | | |",
         s.naive_gb_per_s
+    );
+}
+
+fn report_policy(p: &policy::PolicyReport) {
+    println!("\n### Policy decision\n");
+    println!(
+        "One call decided among {} rules (single tools, patterns over a source's tools and over every source, path conditions, whole sources), 64 tools in turn.\n",
+        p.rules
+    );
+    println!("| evaluator | p50 µs | p99 µs | ratio | target | |");
+    println!("| --- | ---: | ---: | ---: | ---: | --- |");
+    println!(
+        "| airlock (rules indexed by name and glob set; candidates matched in rule order) | {:.2} | {:.2} | {:.0}× | ≤ 2 µs | {} |",
+        p.indexed_p50_us,
+        p.indexed_p99_us,
+        p.scan_p50_us / p.indexed_p50_us,
+        if p.indexed_p50_us <= 2.0 {
+            "met"
+        } else {
+            "missed"
+        }
+    );
+    println!(
+        "| a scan matching every rule | {:.1} | {:.1} | 1× | | |",
+        p.scan_p50_us, p.scan_p99_us
     );
 }
 

@@ -65,15 +65,80 @@ pub struct Decision {
 /// ignore case: no renaming, prefix setting or case escapes a deny.
 pub struct RuleMatcher {
     rule: RuleConfig,
-    source: Option<globset::GlobMatcher>,
-    tool: Option<globset::GlobMatcher>,
+    source: Option<NameTest>,
+    tool: Option<NameTest>,
     conditions: Vec<Condition>,
+}
+
+/// A glob over names. The common shapes — a plain name, `prefix*`,
+/// `*suffix` — are compared as strings (names are ASCII: the hub exposes
+/// no other), anything else by the compiled glob.
+enum NameTest {
+    Plain { name: String, any_case: bool },
+    Prefix { lit: String, any_case: bool },
+    Suffix { lit: String, any_case: bool },
+    Glob(globset::GlobMatcher),
+}
+
+fn same(a: &[u8], b: &[u8], any_case: bool) -> bool {
+    if any_case {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
+}
+
+/// The characters that make a pattern more than a plain name.
+const GLOB_SYNTAX: [char; 7] = ['*', '?', '[', ']', '{', '}', '\\'];
+
+impl NameTest {
+    fn new(pattern: &str, any_case: bool) -> Result<NameTest, String> {
+        let plain = |p: &str| p.is_ascii() && !p.contains(GLOB_SYNTAX);
+        if plain(pattern) {
+            return Ok(NameTest::Plain {
+                name: pattern.to_string(),
+                any_case,
+            });
+        }
+        if let Some(lit) = pattern.strip_suffix('*').filter(|l| plain(l)) {
+            return Ok(NameTest::Prefix {
+                lit: lit.to_string(),
+                any_case,
+            });
+        }
+        if let Some(lit) = pattern.strip_prefix('*').filter(|l| plain(l)) {
+            return Ok(NameTest::Suffix {
+                lit: lit.to_string(),
+                any_case,
+            });
+        }
+        name_glob(pattern, any_case).map(NameTest::Glob)
+    }
+
+    fn is_match(&self, s: &str) -> bool {
+        let b = s.as_bytes();
+        match self {
+            NameTest::Plain { name, any_case } => same(b, name.as_bytes(), *any_case),
+            // `*` stays within a path segment, as in every rule glob.
+            NameTest::Prefix { lit, any_case } => {
+                b.len() >= lit.len()
+                    && same(&b[..lit.len()], lit.as_bytes(), *any_case)
+                    && !b[lit.len()..].contains(&b'/')
+            }
+            NameTest::Suffix { lit, any_case } => {
+                b.len() >= lit.len()
+                    && same(&b[b.len() - lit.len()..], lit.as_bytes(), *any_case)
+                    && !b[..b.len() - lit.len()].contains(&b'/')
+            }
+            NameTest::Glob(g) => g.is_match(s),
+        }
+    }
 }
 
 impl RuleMatcher {
     pub fn new(rule: &RuleConfig) -> Result<RuleMatcher, String> {
         let deny = rule.action == Action::Deny;
-        let glob = |g: &Option<String>| g.as_deref().map(|g| name_glob(g, deny)).transpose();
+        let glob = |g: &Option<String>| g.as_deref().map(|g| NameTest::new(g, deny)).transpose();
         let conditions = rule
             .when
             .iter()
@@ -196,9 +261,125 @@ type Compiled = RuleMatcher;
 /// The rules of every layer, compiled once per configuration.
 pub struct Policy {
     rules: Vec<Compiled>,
+    /// Which rules can possibly target a tool, found without scanning them
+    /// all.
+    index: Index,
     /// Rules that failed to compile (impossible after config validation,
     /// but if it happens every call they could apply to is denied).
     broken: Vec<(RuleConfig, String)>,
+}
+
+/// Finds the rules that may target a tool: every rule is filed under its
+/// `tool` glob (or, without one, its `source` glob) in lower case, a plain
+/// name in a map, a pattern in a glob set, and looked up with the tool's
+/// names in lower case. What it finds is a superset (case and `/` aside);
+/// each candidate is still matched in full, in rule order, so decisions
+/// are those of a scan over every rule.
+#[derive(Default)]
+struct Index {
+    /// `t:<tool>` and `s:<source>`, lower case.
+    names: std::collections::HashMap<String, Vec<u32>>,
+    /// Tool patterns.
+    tools: GlobIndex,
+    /// Source patterns of rules without a `tool`.
+    sources: GlobIndex,
+}
+
+struct GlobIndex {
+    set: globset::GlobSet,
+    rules: Vec<u32>,
+}
+
+impl Default for GlobIndex {
+    fn default() -> Self {
+        GlobIndex {
+            set: globset::GlobSet::empty(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+impl Index {
+    fn new(rules: &[Compiled]) -> Index {
+        let mut index = Index::default();
+        let mut builders: [(globset::GlobSetBuilder, Vec<u32>); 2] =
+            std::array::from_fn(|_| (globset::GlobSetBuilder::new(), Vec::new()));
+        for (i, c) in rules.iter().enumerate() {
+            let i = i as u32;
+            let (kind, pattern) = match (&c.rule.tool, &c.rule.source) {
+                (Some(t), _) => ('t', t.to_ascii_lowercase()),
+                (None, Some(s)) => ('s', s.to_ascii_lowercase()),
+                // Validation refuses a rule with neither; file it as `*`.
+                (None, None) => ('s', "*".to_string()),
+            };
+            let literal =
+                pattern.is_ascii() && !pattern.contains(['*', '?', '[', ']', '{', '}', '\\']);
+            if literal {
+                index
+                    .names
+                    .entry(format!("{kind}:{pattern}"))
+                    .or_default()
+                    .push(i);
+                continue;
+            }
+            // Names hold no `/`, so `*` may cross it here: the set is
+            // simpler, and matches the same names.
+            let glob = globset::GlobBuilder::new(&pattern)
+                .literal_separator(false)
+                .case_insensitive(!pattern.is_ascii())
+                .build();
+            let Ok(glob) = glob else {
+                // Cannot happen (the rule compiled); a pattern that will
+                // not index is filed where every tool finds it.
+                index.names.entry("*".into()).or_default().push(i);
+                continue;
+            };
+            let slot = usize::from(kind == 's');
+            builders[slot].0.add(glob);
+            builders[slot].1.push(i);
+        }
+        let [tools, sources] = builders.map(|(builder, rules)| GlobIndex {
+            set: builder
+                .build()
+                .unwrap_or_else(|_| globset::GlobSet::empty()),
+            rules,
+        });
+        index.tools = tools;
+        index.sources = sources;
+        index
+    }
+
+    /// The rules that may target this tool, in rule order.
+    fn candidates(&self, facts: &ToolFacts, canonical: &str) -> Vec<u32> {
+        let mut ids: Vec<u32> = Vec::new();
+        let exposed = format!("t:{}", facts.exposed.to_ascii_lowercase());
+        let canonical = format!("t:{}", canonical.to_ascii_lowercase());
+        let source = format!("s:{}", facts.source.to_ascii_lowercase());
+        for key in [&exposed, &canonical, &source] {
+            if let Some(found) = self.names.get(key.as_str()) {
+                ids.extend_from_slice(found);
+            }
+        }
+        if let Some(found) = self.names.get("*") {
+            ids.extend_from_slice(found);
+        }
+        let mut hits = Vec::new();
+        if !self.tools.rules.is_empty() {
+            self.tools.set.matches_into(&exposed[2..], &mut hits);
+            ids.extend(hits.iter().map(|&h| self.tools.rules[h]));
+            if canonical != exposed {
+                self.tools.set.matches_into(&canonical[2..], &mut hits);
+                ids.extend(hits.iter().map(|&h| self.tools.rules[h]));
+            }
+        }
+        if !self.sources.rules.is_empty() {
+            self.sources.set.matches_into(&source[2..], &mut hits);
+            ids.extend(hits.iter().map(|&h| self.sources.rules[h]));
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
 }
 
 impl Policy {
@@ -216,24 +397,54 @@ impl Policy {
                 Err(why) => broken.push((rule.clone(), why)),
             }
         }
-        Policy { rules, broken }
+        let index = Index::new(&rules);
+        Policy {
+            rules,
+            index,
+            broken,
+        }
     }
 
     /// Decides a call (`args` given) or, for listing, the tool in general
     /// (`args` `None`: rules with argument conditions do not match).
     pub fn decide(&self, facts: &ToolFacts, args: Option<&Value>) -> Decision {
-        let mut chain = Vec::new();
         let canonical = facts.canonical();
+        let candidates: Vec<&Compiled> = self
+            .index
+            .candidates(facts, &canonical)
+            .into_iter()
+            .map(|i| &self.rules[i as usize])
+            .collect();
+        self.decide_among(&candidates, facts, &canonical, args)
+    }
+
+    /// [`Policy::decide`] by scanning every rule, without the index: the
+    /// reference the index is tested and measured against.
+    #[doc(hidden)]
+    pub fn decide_scanning_every_rule(&self, facts: &ToolFacts, args: Option<&Value>) -> Decision {
+        let canonical = facts.canonical();
+        let all: Vec<&Compiled> = self.rules.iter().collect();
+        self.decide_among(&all, facts, &canonical, args)
+    }
+
+    fn decide_among(
+        &self,
+        rules: &[&Compiled],
+        facts: &ToolFacts,
+        canonical: &str,
+        args: Option<&Value>,
+    ) -> Decision {
+        let mut chain = Vec::new();
         if let Some(d) = self.broken_rule(facts, &mut chain) {
             return d;
         }
-        if let Some(d) = self.step_deny(facts, &canonical, args, &mut chain) {
+        if let Some(d) = step_deny(rules, facts, canonical, args, &mut chain) {
             return d;
         }
         if let Some(d) = step_contract(facts, &mut chain) {
             return d;
         }
-        if let Some(d) = self.step_rules(facts, &canonical, args, &mut chain) {
+        if let Some(d) = step_rules(rules, facts, canonical, args, &mut chain) {
             return d;
         }
         step_default(facts, chain)
@@ -243,12 +454,16 @@ impl Policy {
     /// every call of it (no argument conditions).
     pub fn hides(&self, facts: &ToolFacts) -> bool {
         let canonical = facts.canonical();
-        self.rules.iter().any(|c| {
-            c.rule.action == Action::Deny
-                && c.conditions.is_empty()
-                && c.targets_named(facts, &canonical)
-                && pin_applies(&c.rule, facts)
-        })
+        let candidates = self.index.candidates(facts, &canonical);
+        candidates
+            .into_iter()
+            .map(|i| &self.rules[i as usize])
+            .any(|c| {
+                c.rule.action == Action::Deny
+                    && c.conditions.is_empty()
+                    && c.targets_named(facts, &canonical)
+                    && pin_applies(&c.rule, facts)
+            })
     }
 
     /// For `airlock policy explain`: the nearest deny, and the nearest
@@ -297,102 +512,98 @@ impl Policy {
             chain: chain.clone(),
         })
     }
+}
 
-    /// Step 1: any matching deny, from any layer, wins.
-    fn step_deny(
-        &self,
-        facts: &ToolFacts,
-        canonical: &str,
-        args: Option<&Value>,
-        chain: &mut Vec<String>,
-    ) -> Option<Decision> {
-        let deny = self
-            .rules
-            .iter()
-            .find(|c| c.rule.action == Action::Deny && c.matches(facts, canonical, args));
-        match deny {
-            Some(c) => {
-                chain.push(format!(
-                    "1. deny rule at {} ({} layer) matches",
-                    c.rule.origin,
-                    c.rule.layer.as_str()
-                ));
-                if let Some(args) = args {
-                    for cond in &c.conditions {
-                        chain.push(format!("   {}", cond.describe(args, true)));
-                    }
-                }
-                Some(Decision {
-                    action: Action::Deny,
-                    step: Step::Deny,
-                    rule: Some((c.rule.origin.clone(), c.rule.layer)),
-                    reason: format!("denied by the {} policy", c.rule.layer.as_str()),
-                    chain: chain.clone(),
-                })
-            }
-            None => {
-                chain.push("1. no deny rule matches".into());
-                None
-            }
-        }
-    }
-
-    /// Step 3: the most specific matching rule; a later layer wins a tie,
-    /// then ask beats allow.
-    fn step_rules(
-        &self,
-        facts: &ToolFacts,
-        canonical: &str,
-        args: Option<&Value>,
-        chain: &mut Vec<String>,
-    ) -> Option<Decision> {
-        let best = self
-            .rules
-            .iter()
-            .filter(|c| c.rule.action != Action::Deny && c.matches(facts, canonical, args))
-            .max_by_key(|c| {
-                (
-                    specificity(&c.rule),
-                    c.rule.layer,
-                    matches!(c.rule.action, Action::Ask),
-                )
-            });
-        for c in self.rules.iter().filter(|c| {
-            c.rule.pin.is_some()
-                && c.targets_named(facts, canonical)
-                && !pin_applies(&c.rule, facts)
-        }) {
+/// Step 1: any matching deny, from any layer, wins.
+fn step_deny(
+    rules: &[&Compiled],
+    facts: &ToolFacts,
+    canonical: &str,
+    args: Option<&Value>,
+    chain: &mut Vec<String>,
+) -> Option<Decision> {
+    let deny = rules
+        .iter()
+        .find(|c| c.rule.action == Action::Deny && c.matches(facts, canonical, args));
+    match deny {
+        Some(c) => {
             chain.push(format!(
-                "   rule at {} is pinned to another contract and no longer applies",
-                c.rule.origin
+                "1. deny rule at {} ({} layer) matches",
+                c.rule.origin,
+                c.rule.layer.as_str()
             ));
-        }
-        let c = match best {
-            Some(c) => c,
-            None => {
-                chain.push("3. no allow or ask rule matches".into());
-                return None;
+            if let Some(args) = args {
+                for cond in &c.conditions {
+                    chain.push(format!("   {}", cond.describe(args, true)));
+                }
             }
-        };
-        chain.push(format!(
-            "3. most specific rule: {} at {} ({} layer, matches by {})",
-            c.rule.action.as_str(),
-            c.rule.origin,
-            c.rule.layer.as_str(),
-            specificity_name(&c.rule)
-        ));
-        let reason = match c.rule.action {
-            Action::Allow => format!("allowed by the {} policy", c.rule.layer.as_str()),
-            _ => format!("the {} policy asks for approval", c.rule.layer.as_str()),
-        };
-        Some(Decision {
-            action: c.rule.action,
-            step: Step::Rule,
-            rule: Some((c.rule.origin.clone(), c.rule.layer)),
-            reason,
-            chain: chain.clone(),
-        })
+            Some(Decision {
+                action: Action::Deny,
+                step: Step::Deny,
+                rule: Some((c.rule.origin.clone(), c.rule.layer)),
+                reason: format!("denied by the {} policy", c.rule.layer.as_str()),
+                chain: chain.clone(),
+            })
+        }
+        None => {
+            chain.push("1. no deny rule matches".into());
+            None
+        }
     }
+}
+
+/// Step 3: the most specific matching rule; a later layer wins a tie,
+/// then ask beats allow.
+fn step_rules(
+    rules: &[&Compiled],
+    facts: &ToolFacts,
+    canonical: &str,
+    args: Option<&Value>,
+    chain: &mut Vec<String>,
+) -> Option<Decision> {
+    let best = rules
+        .iter()
+        .filter(|c| c.rule.action != Action::Deny && c.matches(facts, canonical, args))
+        .max_by_key(|c| {
+            (
+                specificity(&c.rule),
+                c.rule.layer,
+                matches!(c.rule.action, Action::Ask),
+            )
+        });
+    for c in rules.iter().filter(|c| {
+        c.rule.pin.is_some() && c.targets_named(facts, canonical) && !pin_applies(&c.rule, facts)
+    }) {
+        chain.push(format!(
+            "   rule at {} is pinned to another contract and no longer applies",
+            c.rule.origin
+        ));
+    }
+    let c = match best {
+        Some(c) => c,
+        None => {
+            chain.push("3. no allow or ask rule matches".into());
+            return None;
+        }
+    };
+    chain.push(format!(
+        "3. most specific rule: {} at {} ({} layer, matches by {})",
+        c.rule.action.as_str(),
+        c.rule.origin,
+        c.rule.layer.as_str(),
+        specificity_name(&c.rule)
+    ));
+    let reason = match c.rule.action {
+        Action::Allow => format!("allowed by the {} policy", c.rule.layer.as_str()),
+        _ => format!("the {} policy asks for approval", c.rule.layer.as_str()),
+    };
+    Some(Decision {
+        action: c.rule.action,
+        step: Step::Rule,
+        rule: Some((c.rule.origin.clone(), c.rule.layer)),
+        reason,
+        chain: chain.clone(),
+    })
 }
 
 /// Step 2: new or changed contracts ask.
@@ -484,4 +695,44 @@ fn specificity_name(rule: &RuleConfig) -> &'static str {
 fn short(digest: &str) -> String {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
     format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The string shortcuts decide exactly as the glob would.
+    #[test]
+    fn name_shortcuts_agree_with_the_glob() {
+        let patterns = [
+            "fs__read", "FS__Read", "fs__*", "*__read", "*", "*__", "fs*", "*s", "", "a/b", "a/*",
+            "*/b", "fs__r?ad", "**", "*read*",
+        ];
+        let names = [
+            "fs__read",
+            "FS__READ",
+            "fs__",
+            "gh__read",
+            "read",
+            "",
+            "a/b",
+            "a/x/b",
+            "x/b",
+            "fs",
+            "fs__read/x",
+        ];
+        for p in patterns {
+            for any_case in [false, true] {
+                let fast = NameTest::new(p, any_case).unwrap();
+                let glob = name_glob(p, any_case).unwrap();
+                for n in names {
+                    assert_eq!(
+                        fast.is_match(n),
+                        glob.is_match(n),
+                        "{p:?} vs {n:?} (any case: {any_case})"
+                    );
+                }
+            }
+        }
+    }
 }
