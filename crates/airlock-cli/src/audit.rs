@@ -74,6 +74,7 @@ pub fn show(args: &FilterArgs) -> anyhow::Result<ExitCode> {
                 r.duration_us as f64 / 1000.0,
                 r.detail
             ),
+            airlock_store::AuditKind::Gap => format!("GAP      {}", r.reason),
         };
         println!("#{:<6} {}  {:<30} {what}", a.seq, r.at_ms, r.tool);
     }

@@ -53,6 +53,7 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
                     r.duration_us as f64 / 1000.0,
                     r.detail
                 ),
+                AuditKind::Gap => format!("GAP        {}", r.reason),
             };
             println!("  {age:>5}s ago  {:<32} {what}", r.tool);
         }

@@ -35,6 +35,8 @@ pub enum StoreError {
     },
     #[error("the store's writer has stopped; the hub is shutting down")]
     WriterGone,
+    #[error("the audit log could not be written: {0}")]
+    AuditUnwritable(String),
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -102,6 +104,10 @@ pub enum AuditKind {
     Decision,
     /// A call that ran ended: ok, tool_error or failed.
     Outcome,
+    /// Records that could not be written (the disk was full or failing):
+    /// how many, and when. Its presence makes `verify` report the log
+    /// damaged, since what those records said is gone.
+    Gap,
 }
 
 /// One record of the audit log. Records are appended in order and chained:
@@ -132,6 +138,32 @@ pub struct AuditRecord {
     pub outcome: String,
     pub duration_us: i64,
     pub detail: String,
+}
+
+impl AuditRecord {
+    /// A record of `kind` about one call (`call_id`, empty for none) at
+    /// `at_ms`, every other field empty: the one place records start, so
+    /// each writer names only what it knows.
+    pub fn new(kind: AuditKind, call_id: impl Into<String>, at_ms: i64) -> AuditRecord {
+        AuditRecord {
+            at_ms,
+            kind,
+            call_id: call_id.into(),
+            source: String::new(),
+            connection: String::new(),
+            tool: String::new(),
+            decision: String::new(),
+            step: String::new(),
+            layer: String::new(),
+            rule: String::new(),
+            reason: String::new(),
+            args_digest: String::new(),
+            args_excerpt: String::new(),
+            outcome: String::new(),
+            duration_us: 0,
+            detail: String::new(),
+        }
+    }
 }
 
 /// An audit record as stored: with its position and chain hashes.
@@ -195,6 +227,9 @@ pub trait Store: Send + Sync + 'static {
     /// Appends to the audit log. May return before the record is on disk
     /// (see [`Store::flush`]); records keep the order of the calls.
     fn record_audit(&self, record: AuditRecord) -> Result<()>;
+    /// Appends one record and returns only once it is committed; an error
+    /// means it is not in the log (a call must then not run).
+    fn record_audit_committed(&self, record: AuditRecord) -> Result<()>;
     /// Blocks until every record accepted so far is durable.
     fn flush(&self) -> Result<()>;
     /// Newest first, at most `limit`.

@@ -314,22 +314,14 @@ fn record_audit(hub: &Hub, call: &ToolCall, what: &str, channel: &str, detail: &
         .map(|r| hub.sources[r.source].name().to_string())
         .unwrap_or_default();
     let record = AuditRecord {
-        at_ms: now_ms(),
-        kind: AuditKind::Decision,
-        call_id: call.id.to_string(),
         connection: hub.policy().connection(&source).to_string(),
         source,
         tool: call.params.name.to_string(),
         decision: what.into(),
         step: "approval".into(),
-        layer: String::new(),
         rule: channel.into(),
         reason: detail.into(),
-        args_digest: String::new(),
-        args_excerpt: String::new(),
-        outcome: String::new(),
-        duration_us: 0,
-        detail: String::new(),
+        ..AuditRecord::new(AuditKind::Decision, call.id.to_string(), now_ms())
     };
     if let Err(e) = hub.store.record_audit(record) {
         tracing::error!(error = %e, "cannot record the approval outcome");

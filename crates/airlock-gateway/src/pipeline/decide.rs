@@ -58,8 +58,10 @@ pub(crate) fn evaluate(
     policy.rules.decide(&facts, args)
 }
 
-/// Decides the call and appends the decision to the audit log.
-pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
+/// Decides the call and appends the decision to the audit log, committed
+/// before this returns. A decision that cannot be recorded is an error:
+/// the call must not run (it is refused, fail closed).
+pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Result<Decision, String> {
     let args = Value::Object(call.params.arguments.clone().unwrap_or_default());
     let decision = evaluate(
         hub,
@@ -72,9 +74,6 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
     let source = hub.sources[target.source].name();
     let canonical = contract::canonical(&args);
     let record = AuditRecord {
-        at_ms: call.started_at_ms,
-        kind: AuditKind::Decision,
-        call_id: call.id.to_string(),
         source: source.to_string(),
         connection: hub.policy().connection(source).to_string(),
         tool: call.params.name.to_string(),
@@ -96,14 +95,15 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target) -> Decision {
             &airlock_upstream::Secrets::scrub(hub.secrets.as_ref(), &canonical),
             ARGS_EXCERPT_BYTES,
         ),
-        outcome: String::new(),
-        duration_us: 0,
-        detail: String::new(),
+        ..AuditRecord::new(AuditKind::Decision, call.id.to_string(), call.started_at_ms)
     };
-    if let Err(e) = hub.store.record_audit(record) {
-        tracing::error!(error = %e, "cannot record the decision");
+    if let Err(e) = hub.store.record_audit_committed(record) {
+        tracing::error!(error = %e, "cannot record the decision; the call is refused");
+        return Err(format!(
+            "the decision could not be recorded ({e}), so the call did not run"
+        ));
     }
-    decision
+    Ok(decision)
 }
 
 pub(crate) fn step_name(step: Step) -> &'static str {

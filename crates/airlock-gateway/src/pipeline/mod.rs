@@ -75,7 +75,10 @@ pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolRe
             approval::Approval::AskClient(response) => return Ok(response),
         }
     } else if !resuming {
-        let decision = decide::call(hub, &call, &target);
+        let decision = match decide::call(hub, &call, &target) {
+            Ok(d) => d,
+            Err(why) => return Outcome::Failed(why).into_response(),
+        };
         match decision.action {
             Action::Allow => {}
             Action::Deny => {

@@ -23,22 +23,13 @@ pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target, outcome: &Outcom
     };
     let source = hub.sources[target.source].name();
     let record = AuditRecord {
-        at_ms: call.started_at_ms,
-        kind: AuditKind::Outcome,
-        call_id: call.id.to_string(),
         source: source.to_string(),
         connection: hub.policy().connection(source).to_string(),
         tool: call.params.name.to_string(),
-        decision: String::new(),
-        step: String::new(),
-        layer: String::new(),
-        rule: String::new(),
-        reason: String::new(),
-        args_digest: String::new(),
-        args_excerpt: String::new(),
         outcome: outcome.into(),
         duration_us: call.started.elapsed().as_micros() as i64,
         detail,
+        ..AuditRecord::new(AuditKind::Outcome, call.id.to_string(), call.started_at_ms)
     };
     if let Err(e) = hub.store.record_audit(record) {
         tracing::error!(error = %e, "cannot record the outcome");

@@ -27,9 +27,19 @@ use crate::{
     Result, Reviews, SourceStatus, Store, StoreError, StoredAudit, now_ms,
 };
 
+/// Told when a record is committed, or why it could not be.
+type Ack = mpsc::SyncSender<std::result::Result<(), String>>;
+
 enum WriterMsg {
-    Audit(Box<AuditRecord>),
+    Audit(Box<AuditRecord>, Option<Ack>),
     Flush(mpsc::Sender<()>),
+}
+
+impl WriterMsg {
+    /// Someone waits on this message: commit without gathering more.
+    fn urgent(&self) -> bool {
+        matches!(self, WriterMsg::Flush(_) | WriterMsg::Audit(_, Some(_)))
+    }
 }
 
 pub struct SqliteStore {
@@ -111,23 +121,35 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<WriterMsg>) {
             |r| r.get(0),
         )
         .unwrap_or_default();
+    // Records that could not be written since the last commit that worked.
+    let mut lost: u64 = 0;
+    let mut lost_since = 0i64;
     while let Ok(first) = rx.recv() {
         // One commit per call would cost more CPU than the call itself;
-        // gather what arrives within GROUP_COMMIT and commit once.
+        // gather what arrives within GROUP_COMMIT and commit once, unless
+        // someone waits on a record (a decision before its call runs):
+        // then commit what is already queued, at once.
         let deadline = Instant::now() + GROUP_COMMIT;
-        let mut flushing = matches!(first, WriterMsg::Flush(_));
+        let mut urgent = first.urgent();
         let mut batch = vec![first];
-        while !flushing && batch.len() < MAX_BATCH {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(more) => {
-                    flushing = matches!(more, WriterMsg::Flush(_));
-                    batch.push(more);
-                }
-                Err(_) => break,
-            }
+        while batch.len() < MAX_BATCH {
+            let next = if urgent {
+                rx.try_recv().ok()
+            } else {
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                    .ok()
+            };
+            let Some(more) = next else { break };
+            urgent |= more.urgent();
+            batch.push(more);
         }
         let mut new_head = head.clone();
+        let gap = (lost > 0).then(|| AuditRecord {
+            reason: format!(
+                "{lost} record(s) from {lost_since} (ms since the epoch) on could not be written; they are lost"
+            ),
+            ..AuditRecord::new(AuditKind::Gap, "", now_ms())
+        });
         let result = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction()?;
             {
@@ -135,9 +157,13 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<WriterMsg>) {
                     "INSERT INTO audit (record, at_ms, kind, tool, source, decision, prev_hash, hash)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
-                for msg in &batch {
-                    if let WriterMsg::Audit(r) = msg {
-                        let text = serde_json::to_string(r.as_ref()).unwrap_or_default();
+                let records = gap.iter().chain(batch.iter().filter_map(|m| match m {
+                    WriterMsg::Audit(r, _) => Some(r.as_ref()),
+                    WriterMsg::Flush(_) => None,
+                }));
+                for r in records {
+                    {
+                        let text = serde_json::to_string(r).unwrap_or_default();
                         let hash = chain_hash(&new_head, &text);
                         stmt.execute(params![
                             text,
@@ -155,13 +181,34 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<WriterMsg>) {
             }
             tx.commit()
         })();
-        match result {
-            Ok(()) => head = new_head,
-            Err(e) => tracing::error!(error = %e, rows = batch.len(), "cannot write the audit log"),
-        }
+        let failure = match result {
+            Ok(()) => {
+                head = new_head;
+                lost = 0;
+                None
+            }
+            Err(e) => {
+                let rows = batch
+                    .iter()
+                    .filter(|m| matches!(m, WriterMsg::Audit(..)))
+                    .count() as u64;
+                if lost == 0 {
+                    lost_since = now_ms();
+                }
+                lost += rows;
+                tracing::error!(error = %e, rows, "cannot write the audit log");
+                Some(e.to_string())
+            }
+        };
         for msg in batch {
-            if let WriterMsg::Flush(done) = msg {
-                let _ = done.send(());
+            match msg {
+                WriterMsg::Flush(done) => {
+                    let _ = done.send(());
+                }
+                WriterMsg::Audit(_, Some(ack)) => {
+                    let _ = ack.send(failure.clone().map_or(Ok(()), Err));
+                }
+                WriterMsg::Audit(_, None) => {}
             }
         }
     }
@@ -180,6 +227,7 @@ fn kind_str(kind: AuditKind) -> &'static str {
     match kind {
         AuditKind::Decision => "decision",
         AuditKind::Outcome => "outcome",
+        AuditKind::Gap => "gap",
     }
 }
 
@@ -265,8 +313,25 @@ impl Store for SqliteStore {
         guard
             .as_ref()
             .ok_or(StoreError::WriterGone)?
-            .send(WriterMsg::Audit(Box::new(record)))
+            .send(WriterMsg::Audit(Box::new(record), None))
             .map_err(|_| StoreError::WriterGone)
+    }
+
+    fn record_audit_committed(&self, record: AuditRecord) -> Result<()> {
+        let (ack, committed) = mpsc::sync_channel(1);
+        {
+            let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            guard
+                .as_ref()
+                .ok_or(StoreError::WriterGone)?
+                .send(WriterMsg::Audit(Box::new(record), Some(ack)))
+                .map_err(|_| StoreError::WriterGone)?;
+        }
+        match committed.recv() {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(StoreError::AuditUnwritable(why)),
+            Err(_) => Err(StoreError::WriterGone),
+        }
     }
 
     fn flush(&self) -> Result<()> {
@@ -418,6 +483,15 @@ impl Store for SqliteStore {
 
     fn verify_audit(&self) -> Result<AuditCheck> {
         let conn = self.conn();
+        // A store SQLite itself finds damaged is damaged, whatever the
+        // chain of what can still be read says.
+        let integrity: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if integrity != "ok" {
+            return Ok(AuditCheck::Broken {
+                seq: 0,
+                why: format!("the database file is damaged: {integrity}"),
+            });
+        }
         let mut stmt = conn.prepare(
             "SELECT seq, record, prev_hash, hash, kind, tool, source, decision, at_ms
              FROM audit ORDER BY seq",
@@ -464,6 +538,9 @@ impl Store for SqliteStore {
                 return broken(
                     "its indexed columns disagree with its content: the record was edited".into(),
                 );
+            }
+            if record.kind == AuditKind::Gap {
+                return broken(format!("records are missing: {}", record.reason));
             }
             head = hash;
             count += 1;
