@@ -83,8 +83,55 @@ fn entropy(s: &str) -> f64 {
         .sum()
 }
 
+/// Where the password of a URL's userinfo (`scheme://user:PASSWORD@host`)
+/// sits in `value`, as a byte range, if it holds a literal one (a secret
+/// reference there is fine). Found anywhere in the value, so
+/// `--db=postgresql://app:pw@host/db` counts too.
+pub fn url_password(value: &str) -> Option<std::ops::Range<usize>> {
+    let mut from = 0;
+    while let Some(found) = value[from..].find("://") {
+        let start = from + found + 3;
+        let authority_len = value[start..]
+            .find(['/', '?', '#', ' ', '"', '\''])
+            .unwrap_or(value.len() - start);
+        let authority = &value[start..start + authority_len];
+        if let Some(at) = authority.rfind('@') {
+            let userinfo = &authority[..at];
+            if let Some(colon) = userinfo.find(':') {
+                let password = &userinfo[colon + 1..];
+                if !password.is_empty() && !password.contains("${secret:") {
+                    let begin = start + colon + 1;
+                    return Some(begin..begin + password.len());
+                }
+            }
+        }
+        from = start;
+    }
+    None
+}
+
+/// A config error for a password inside a URL (in `args`, `env` or
+/// `headers`): message and fix.
+pub(crate) fn check_url_password(key: &str, value: &str) -> Result<(), (String, String)> {
+    if url_password(value).is_none() {
+        return Ok(());
+    }
+    let name = key
+        .to_ascii_uppercase()
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+    Err((
+        format!(
+            "`{key}` holds a URL with a password in it (user:password@); airlock refuses to keep secrets in config"
+        ),
+        format!(
+            "store the password with `airlock secret set {name}` and write it as ${{secret:{name}}} in its place, e.g. postgresql://app:${{secret:{name}}}@host/db"
+        ),
+    ))
+}
+
 /// A config error for a literal credential: message and fix.
 pub(crate) fn check(key: &str, value: &str) -> Result<(), (String, String)> {
+    check_url_password(key, value)?;
     if value.contains("secret:") {
         return check_reference(value);
     }
@@ -142,6 +189,30 @@ mod tests {
             looks_like_credential("Authorization", "Bearer sk-proj-abcdefghijklmnop").is_some()
         );
         assert!(looks_like_credential("DB_PASSWORD", "x8#Kp2!qLm9$Tz4vR7wB").is_some());
+    }
+
+    #[test]
+    fn passwords_inside_urls_are_found_wherever_they_are() {
+        for v in [
+            "postgresql://app:hunter2@db.internal/app",
+            "--db=postgresql://app:hunter2@db.internal:5432/app?sslmode=require",
+            "redis://:hunter2@cache:6379/0",
+            "see https://x.example and mysql://root:hunter2@127.0.0.1/db",
+        ] {
+            let r = url_password(v).unwrap_or_else(|| panic!("missed {v}"));
+            assert_eq!(&v[r], "hunter2", "{v}");
+        }
+        for v in [
+            "postgresql://app@db/app",
+            "postgresql://app:${secret:DB}@db/app",
+            "https://example.com/a:b@c",
+            "/home/me/file",
+            "user:pass@host",
+        ] {
+            assert!(url_password(v).is_none(), "{v}");
+        }
+        assert!(check("ARGS", "postgresql://app:hunter2@db/app").is_err());
+        assert!(check("ARGS", "postgresql://app:${secret:DB}@db/app").is_ok());
     }
 
     #[test]

@@ -238,6 +238,28 @@ pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
 fn move_credentials_out(config: &mut Config) -> Vec<(String, String)> {
     let mut moved = Vec::new();
     for source in &mut config.sources {
+        // A password inside a URL (a connection string in an argument or a
+        // variable) is replaced by a reference where it stood.
+        let mut urls: Vec<(String, &mut String)> = match &mut source.transport {
+            Transport::Stdio { env, args, .. } => args
+                .iter_mut()
+                .enumerate()
+                .map(|(i, a)| (format!("ARG{}", i + 1), a))
+                .chain(env.iter_mut().map(|(k, v)| (k.clone(), v)))
+                .collect(),
+            Transport::Http { headers, .. } => {
+                headers.iter_mut().map(|(k, v)| (k.clone(), v)).collect()
+            }
+        };
+        for (key, value) in urls.iter_mut() {
+            if let Some(range) = crate::credentials::url_password(value) {
+                let name = format!("{}_{key}_PASSWORD", source.name)
+                    .to_ascii_uppercase()
+                    .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+                value.replace_range(range, &format!("${{secret:{name}}}"));
+                moved.push((name, format!("{}.{key}", source.name)));
+            }
+        }
         let values = match &mut source.transport {
             Transport::Stdio { env, .. } => env,
             Transport::Http { headers, .. } => headers,
@@ -391,6 +413,45 @@ mod tests {
         assert_eq!(out.secrets_to_store.len(), 2);
         // The TOML it wrote loads.
         crate::raw::parse_toml(&path.with_extension("toml"), &toml).unwrap();
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn import_moves_passwords_out_of_connection_strings() {
+        let dir = std::env::temp_dir().join(format!("airlock-import-url-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("claude.json");
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "server-postgres", "postgresql://app:hunter2hunter2@db.internal/app"],
+                "env": {"CACHE_URL": "redis://:s3cr3tpw@cache:6379/0"}}}}"#,
+        )
+        .unwrap();
+        let (out, toml) = import_json(&path).unwrap();
+        assert!(!toml.contains("hunter2"), "{toml}");
+        assert!(!toml.contains("s3cr3tpw"), "{toml}");
+        assert!(
+            toml.contains("postgresql://app:${secret:PG_ARG3_PASSWORD}@db.internal/app"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("redis://:${secret:PG_CACHE_URL_PASSWORD}@cache"),
+            "{toml}"
+        );
+        assert_eq!(out.secrets_to_store.len(), 2, "{:?}", out.secrets_to_store);
+        crate::raw::parse_toml(&path.with_extension("toml"), &toml).unwrap();
+        // Written literally in TOML, the same source is refused with the fix.
+        let e = crate::raw::parse_toml(
+            &path.with_extension("toml"),
+            "[sources.pg]\ncommand = \"npx\"\nargs = [\"postgresql://app:hunter2hunter2@db/app\"]\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("password"), "{e}");
+        assert!(
+            !e.to_string().contains("hunter2"),
+            "the error repeats the password: {e}"
+        );
+        assert!(e.fix.contains("airlock secret set"), "{e}");
         std::fs::remove_dir_all(dir).ok();
     }
 

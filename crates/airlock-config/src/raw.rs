@@ -207,6 +207,15 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                     crate::credentials::check(k, v)
                         .map_err(|(m, f)| err(span.start, format!("{key}.env.{k}"), m, f))?;
                 }
+                for (i, a) in s.args.iter().enumerate() {
+                    let name = format!("{key}_arg{}", i + 1);
+                    crate::credentials::check_url_password(&name, a)
+                        .map_err(|(m, f)| err(span.start, format!("{key}.args[{i}]"), m, f))?;
+                    if a.contains("secret:") {
+                        crate::credentials::check(&name, a)
+                            .map_err(|(m, f)| err(span.start, format!("{key}.args[{i}]"), m, f))?;
+                    }
+                }
                 Transport::Stdio {
                     command: command.into_inner(),
                     args: s.args,

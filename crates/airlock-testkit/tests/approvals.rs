@@ -67,14 +67,16 @@ async fn approved_call_runs_once_with_the_stored_arguments() {
     assert!(said.starts_with("not found"), "{said}");
 }
 
+/// What runs is exactly the call the person was shown: the approval is
+/// bound to its arguments by digest and to the shown copy, so a ledger
+/// row altered after the call asked runs nothing.
 #[tokio::test]
-async fn approval_sends_the_stored_request_not_the_form() {
+async fn approval_runs_only_the_call_the_person_was_shown() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(ASKING).await;
     let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
     let waiting = in_background(&client, "fixture__echo", json!({"text": "from the client"}));
     let id = scratch.pending_id().await;
-    // What the person reviewed is the ledger row; that, and only that, runs.
     let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
     db.execute(
         "UPDATE approvals SET arguments = '{\"text\":\"as reviewed\"}' WHERE id = ?1",
@@ -83,7 +85,16 @@ async fn approval_sends_the_stored_request_not_the_form() {
     .unwrap();
     cli(&scratch, &["approve", &id]).await;
     let r = waiting.await.unwrap().unwrap();
-    assert_eq!(first_text(&r), "as reviewed");
+    assert!(
+        first_text(&r).contains("does not match the call that asked"),
+        "{}",
+        first_text(&r)
+    );
+    let r = client
+        .call_tool(call("fixture__calls", json!({})))
+        .await
+        .unwrap();
+    assert!(!first_text(&r).contains("echo"), "the altered call ran");
 }
 
 #[tokio::test]

@@ -336,3 +336,58 @@ async fn a_name_listed_twice_by_one_source_is_withheld_whole() {
     .await;
     assert!(call.get("error").is_some(), "the call is refused: {call}");
 }
+
+/// A secret in the arguments of a call that waits for a person is kept in
+/// the hub's memory only: the ledger and every CLI view hold the redacted
+/// copy, and the approved call still sends the real value.
+#[tokio::test]
+async fn a_secret_in_a_waiting_calls_arguments_is_not_kept_at_rest() {
+    let scratch = Scratch::new();
+    store_secret(&scratch, "PLANTED", PLANTED).await;
+    let config = scratch.config(
+        "[sources.h]\ncommand = \"{hostile}\"\nenv = { HOSTILE_PLANT = \"secret:PLANTED\" }\n\n[[rules]]\naction = \"ask\"\ntool = \"h__len\"\n",
+    );
+    scratch.review(&config).await;
+    let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    let text = format!("abc{PLANTED}");
+    let waiting = {
+        let client = client.clone();
+        let text = text.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(airlock_testkit::call("h__len", json!({ "text": text })))
+                .await
+        })
+    };
+    let id = scratch.pending_id().await;
+    let all = scratch
+        .airlock(&["pending", "--all"])
+        .output()
+        .await
+        .unwrap();
+    let all = String::from_utf8_lossy(&all.stdout).into_owned();
+    assert!(all.contains("h__len") && all.contains("[secret]"), "{all}");
+    let home = scratch.home();
+    let mut places = vec![("airlock pending --all".to_string(), all.into_bytes())];
+    for f in ["airlock.db", "airlock.db-wal"] {
+        if let Ok(b) = std::fs::read(home.join(f)) {
+            places.push((f.into(), b));
+        }
+    }
+    for form in forms(PLANTED) {
+        for (place, bytes) in &places {
+            assert!(
+                !bytes_contain(bytes, &form),
+                "{place} holds the secret as {form}"
+            );
+        }
+    }
+    let out = scratch.airlock(&["approve", &id]).output().await.unwrap();
+    assert!(out.status.success());
+    let r = waiting.await.unwrap().unwrap();
+    assert_eq!(
+        airlock_testkit::first_text(&r),
+        format!("len={}", text.chars().count()),
+        "the server got the real value"
+    );
+}

@@ -150,7 +150,23 @@ pub(crate) async fn connect(
                 let value = secrets.resolve(v).map_err(|e| format!("env `{k}`: {e}"))?;
                 resolved_env.push((k, value));
             }
-            let mut cmd = Command::new(command);
+            // An argument may carry a reference too (a connection string's
+            // password: postgresql://app:${secret:DB}@host/db).
+            let args = args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    secrets
+                        .resolve(a)
+                        .map_err(|e| format!("argument {}: {e}", i + 1))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            // Spawned by the absolute path review judged (resolved with the
+            // child's own PATH and directory), never looked up again.
+            let program = crate::command::CommandIdentity::of(config)
+                .map(|c| c.program)
+                .unwrap_or_else(|| command.into());
+            let mut cmd = Command::new(&program);
             // A child sees a minimal environment plus what the config gives
             // it, never the rest of airlock's (which may hold credentials).
             cmd.env_clear()
@@ -159,7 +175,7 @@ pub(crate) async fn connect(
                         .iter()
                         .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
                 )
-                .args(args)
+                .args(&args)
                 .envs(resolved_env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

@@ -30,7 +30,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 pub(crate) enum Approval {
     /// A person approved; the claim is held and these are the arguments
-    /// to send (the stored copy).
+    /// to send (the ones the person was shown, checked by digest).
     Granted {
         executing: Executing,
         arguments: JsonObject,
@@ -75,8 +75,11 @@ pub(crate) async fn ask(
         connection: hub.policy().connection(source).to_string(),
         tool: call.params.name.to_string(),
         upstream: target.upstream_name.clone(),
+        // The digest binds the approval to the exact arguments; the store
+        // keeps only what a person is shown (scrubbed). The arguments
+        // themselves stay in this call's memory until it runs or ends.
         args_digest: contract::digest_canonical(&canonical),
-        arguments: canonical,
+        arguments: airlock_upstream::Secrets::scrub(hub.secrets.as_ref(), &canonical),
         reason: decision.reason.clone(),
         description,
         contract_digest: catalog
@@ -115,7 +118,7 @@ pub(crate) async fn ask(
         "approval needed: run `airlock approve {id}` or `airlock deny {id}` (`airlock pending` lists them)"
     );
     let mut asking =
-        prompt::can_ask(hub, call).then(|| prompt::form(hub, &frozen, pending.expires_at_ms));
+        prompt::can_ask(hub, call).then(|| prompt::form(&frozen, pending.expires_at_ms));
     // A client that can show the form asks the person itself; otherwise
     // point them at the approval page. (The page lists every waiting call
     // either way.)
@@ -216,8 +219,26 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
         }
         Waited::Approved(approved) => {
             let approved = *approved;
-            let stored: JsonObject =
-                serde_json::from_str(&approved.call.arguments).unwrap_or_default();
+            // The arguments held in memory since the call asked, bound to
+            // the approval by their digest (the store keeps a redacted
+            // copy only).
+            let stored: JsonObject = call.params.arguments.clone().unwrap_or_default();
+            let canonical = contract::canonical(&Value::Object(stored.clone()));
+            let shown = airlock_upstream::Secrets::scrub(hub.secrets.as_ref(), &canonical);
+            // Bound both ways: to the digest, and to the copy the person
+            // was shown (a record altered after the fact runs nothing).
+            if contract::digest_canonical(&canonical) != approved.call.args_digest
+                || shown != approved.call.arguments
+            {
+                let _ = hub.store.ledger_refuse(
+                    approved,
+                    "the approval's record does not match the call that asked",
+                );
+                return Some(Approval::Refused(Outcome::Failed(
+                    "the approval's record does not match the call that asked, so it did not run"
+                        .into(),
+                )));
+            }
             // Policy again, on the stored call: a rule added while the
             // call waited is enforced.
             let Some(route) = hub.catalog().tool(&approved.call.tool).cloned() else {

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use airlock_policy::contract;
 use airlock_store::ledger::{self, Choice, FrozenCall, Pending, Recorded};
 use airlock_store::now_ms;
-use airlock_upstream::Secrets;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
@@ -49,8 +48,8 @@ pub(crate) fn can_ask(hub: &Hub, call: &ToolCall) -> bool {
 }
 
 /// The four-choice form for a frozen call.
-pub(crate) fn form(hub: &Hub, frozen: &FrozenCall, expires_at_ms: i64) -> ElicitRequestParams {
-    let args = ledger::shown(&Secrets::scrub(hub.secrets.as_ref(), &frozen.arguments));
+pub(crate) fn form(frozen: &FrozenCall, expires_at_ms: i64) -> ElicitRequestParams {
+    let args = ledger::shown(&frozen.arguments);
     let seconds = ((expires_at_ms - now_ms()).max(0) + 999) / 1000;
     let mut message = format!(
         "airlock: may `{}` run? (connection {})\n",
