@@ -126,7 +126,9 @@ def main() -> None:
     )
     config = work / "airlock.toml"
     config.write_text(
-        f'[sources.conformance]\ncommand = "{BIN / "airlock-conformance-fixture"}"\nprefix = false\n'
+        # The suite compares results byte for byte, so the fixture's output
+        # is passed on unquoted (quote_output = false), as for a trusted source.
+        f'[sources.conformance]\ncommand = "{BIN / "airlock-conformance-fixture"}"\nprefix = false\nquote_output = false\n'
         '\n[[rules]]\naction = "allow"\nsource = "*"\n'
     )
     env = dict(os.environ, AIRLOCK_HOME=str(work / "home"), AIRLOCK_LOG="error")

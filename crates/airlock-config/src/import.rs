@@ -197,6 +197,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             prefix: true,
             trusted: false,
             allow_private: false,
+            quote_output: true,
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

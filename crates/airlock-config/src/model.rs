@@ -168,6 +168,9 @@ pub struct SourceConfig {
     /// A url source may reach loopback and private addresses (and plain
     /// http). Cloud metadata addresses stay refused.
     pub allow_private: bool,
+    /// Text results are wrapped as quoted data (the untrusted-content
+    /// envelope). Default: on unless the source is `trusted`.
+    pub quote_output: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -213,6 +216,7 @@ impl Config {
                 // airlock's own demo: its read-only annotations are honest,
                 // so after review its reads flow and its writes ask.
                 trusted: true,
+                quote_output: false,
                 connection: "demo".into(),
                 allow_private: false,
             }],

@@ -36,6 +36,7 @@ const SOURCE_KEYS: &[&str] = &[
     "trusted",
     "connection",
     "allow_private",
+    "quote_output",
 ];
 const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
 
@@ -81,6 +82,7 @@ struct RawSource {
     trusted: Option<bool>,
     connection: Option<Spanned<String>>,
     allow_private: Option<bool>,
+    quote_output: Option<bool>,
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -270,6 +272,7 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                 trusted: s.trusted.unwrap_or(false),
                 connection,
                 allow_private: s.allow_private.unwrap_or(false),
+                quote_output: s.quote_output.unwrap_or(!s.trusted.unwrap_or(false)),
             },
         ));
     }

@@ -16,6 +16,7 @@ pub mod faces;
 pub mod hub;
 pub mod names;
 pub(crate) mod pipeline;
+mod quote;
 mod review;
 pub mod secrets;
 pub mod session;

@@ -218,13 +218,37 @@ pub fn free_addr() -> SocketAddr {
     l.local_addr().expect("local addr")
 }
 
-/// Text of the first content block of a tool result, as JSON.
+/// Text of the first content block of a tool result: for output of a
+/// source that is not trusted, the quoted body inside airlock's envelope
+/// (see [`unquote`]); airlock's own messages as they are.
 pub fn first_text(result: &rmcp::model::CallToolResult) -> String {
+    unquote(&first_raw_text(result))
+}
+
+/// Text of the first content block exactly as the client received it.
+pub fn first_raw_text(result: &rmcp::model::CallToolResult) -> String {
     let v = serde_json::to_value(result).expect("result serializes");
     v["content"][0]["text"]
         .as_str()
         .unwrap_or_default()
         .to_string()
+}
+
+/// The body of airlock's untrusted-content envelope (`[airlock] What
+/// follows … «quoted-NONCE»\nBODY\n«quoted-NONCE»`); text that is not
+/// wrapped comes back unchanged. Panics on a malformed envelope.
+pub fn unquote(text: &str) -> String {
+    if !text.starts_with("[airlock] What follows") {
+        return text.to_string();
+    }
+    let (_, rest) = text.split_once('\n').expect("envelope header line");
+    let (open, rest) = rest.split_once('\n').expect("envelope opening marker");
+    assert!(open.starts_with("«quoted-"), "malformed envelope: {text}");
+    let body = rest
+        .strip_suffix(open)
+        .and_then(|b| b.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("the envelope does not close with its own marker: {text}"));
+    body.to_string()
 }
 
 /// Waits until `url` accepts TCP connections.

@@ -294,6 +294,7 @@ mod tests {
             trusted: false,
             connection: "s".into(),
             allow_private: false,
+            quote_output: true,
         }
     }
 

@@ -19,7 +19,15 @@ pub struct LineTransport<R, W> {
     reader: R,
     writer: Arc<Mutex<W>>,
     max_line: usize,
+    /// The line being read. It survives a `receive` that is dropped
+    /// half-way (the SDK's loop selects over it with other events), so a
+    /// line that arrives in pieces is never lost: it is cleared only once
+    /// it has been handed on.
     buf: Vec<u8>,
+    /// Bytes of the current line skipped for being over the limit.
+    skipped: usize,
+    /// The line in `buf` was handed on; start a new one.
+    delivered: bool,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -33,6 +41,8 @@ where
             writer: Arc::new(Mutex::new(writer)),
             max_line,
             buf: Vec::new(),
+            skipped: 0,
+            delivered: false,
         }
     }
 
@@ -52,14 +62,19 @@ where
 
     /// Reads one line into `self.buf`. `Ok(false)` at end of input;
     /// `Err(n)` when the line was longer than the limit (and was skipped).
+    /// Cancel-safe: dropped between two reads, it resumes the same line.
     async fn read_line(&mut self) -> std::io::Result<Result<bool, usize>> {
-        self.buf.clear();
-        let mut skipped = 0usize;
+        if self.delivered {
+            self.buf.clear();
+            self.skipped = 0;
+            self.delivered = false;
+        }
         loop {
             let available = self.reader.fill_buf().await?;
             if available.is_empty() {
-                return Ok(if skipped > 0 {
-                    Err(skipped)
+                self.delivered = true;
+                return Ok(if self.skipped > 0 {
+                    Err(self.skipped)
                 } else {
                     Ok(!self.buf.is_empty())
                 });
@@ -68,8 +83,8 @@ where
                 Some(i) => (&available[..i], Some(i + 1)),
                 None => (available, None),
             };
-            if skipped > 0 || self.buf.len() + chunk.len() > self.max_line {
-                skipped += self.buf.len() + chunk.len();
+            if self.skipped > 0 || self.buf.len() + chunk.len() > self.max_line {
+                self.skipped += self.buf.len() + chunk.len();
                 self.buf.clear();
             } else {
                 self.buf.extend_from_slice(chunk);
@@ -77,7 +92,12 @@ where
             let consumed = done.unwrap_or(available.len());
             self.reader.consume(consumed);
             if done.is_some() {
-                return Ok(if skipped > 0 { Err(skipped) } else { Ok(true) });
+                self.delivered = true;
+                return Ok(if self.skipped > 0 {
+                    Err(self.skipped)
+                } else {
+                    Ok(true)
+                });
             }
         }
     }
@@ -234,5 +254,31 @@ mod tests {
                 .unwrap()
                 .contains("exceeds the limit")
         );
+    }
+
+    /// The SDK's loop drops `receive` whenever another event wins its
+    /// select; a line that arrived in pieces must survive that.
+    #[tokio::test]
+    async fn a_receive_dropped_half_way_loses_nothing() {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, server) = tokio::io::duplex(1024);
+        let mut t = LineTransport::new(tokio::io::BufReader::new(server), tokio::io::sink(), 1024);
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,")
+            .await
+            .unwrap();
+        let early = tokio::time::timeout(std::time::Duration::from_millis(50), t.receive()).await;
+        assert!(early.is_err(), "half a line is not a message");
+        client
+            .write_all(
+                b"\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n",
+            )
+            .await
+            .unwrap();
+        for id in [1, 2] {
+            let m = t.receive().await.expect("a message");
+            let v = serde_json::to_value(&m).unwrap();
+            assert_eq!(v["id"], id, "{v}");
+        }
     }
 }

@@ -75,7 +75,16 @@ pub(crate) async fn tool(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Ou
             &call.params.name,
             call.params.input_responses.as_ref(),
         ) {
-            Ok(running) => attach(hub, call, running, hub.call_timeout(target.source)).await,
+            Ok(running) => {
+                attach(
+                    hub,
+                    call,
+                    target.source,
+                    running,
+                    hub.call_timeout(target.source),
+                )
+                .await
+            }
             Err(why) => {
                 Outcome::Refused(ErrorData::invalid_params(format!("airlock: {why}"), None))
             }
@@ -99,9 +108,14 @@ fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
 /// The source's answer. Everything in it was scrubbed on arrival (I1, in
 /// airlock-upstream); only our own description of a failure, which may
 /// quote what the transport saw, is scrubbed here.
-fn answered(hub: &Hub, result: Result<CallToolResponse, UpstreamError>) -> Outcome {
+fn answered(hub: &Hub, source: usize, result: Result<CallToolResponse, UpstreamError>) -> Outcome {
     match result {
-        Ok(CallToolResponse::Complete(r)) => {
+        Ok(CallToolResponse::Complete(mut r)) => {
+            // Upstream text never speaks with airlock's voice.
+            let source = &hub.sources[source];
+            if source.config.quote_output {
+                crate::quote::result(source.name(), &mut r);
+            }
             Outcome::Answered(versions::call(CallToolResponse::Complete(r)))
         }
         Ok(other) => Outcome::Answered(other),
@@ -164,7 +178,7 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
         }
     }
     drop(in_flight);
-    answered(hub, result)
+    answered(hub, target.source, result)
 }
 
 /// For 2026-07-28 clients: the call runs in a task of its own so it can
@@ -192,7 +206,7 @@ async fn detached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
         input: input_rx,
         cancel,
     };
-    attach(hub, call, running, timeout).await
+    attach(hub, call, target.source, running, timeout).await
 }
 
 /// Waits on a detached call until it ends, or until the source needs input
@@ -200,6 +214,7 @@ async fn detached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
 async fn attach(
     hub: &Arc<Hub>,
     call: &ToolCall,
+    source: usize,
     mut running: input::Running,
     timeout: std::time::Duration,
 ) -> Outcome {
@@ -215,7 +230,7 @@ async fn attach(
             _ = call.cancelled.cancelled() => Event::Cancelled,
         };
         match event {
-            Event::Done(Some(result)) => return answered(hub, result),
+            Event::Done(Some(result)) => return answered(hub, source, result),
             Event::Done(None) => return Outcome::Failed("the call ended without an answer".into()),
             Event::Cancelled => return Outcome::Failed("the client cancelled the call".into()),
             Event::Input(needed) => {
