@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Catalog;
 use crate::channels::HumanChannels;
+use crate::outbox::{Note, Outbox};
 use crate::pipeline::ToolCall;
 use crate::pipeline::input::{InputNeeded, ParkedCalls, client_supports};
 use crate::secrets::HubSecrets;
@@ -66,7 +67,9 @@ pub struct Hub {
     pub store: Arc<dyn Store>,
     pub secrets: Arc<HubSecrets>,
     catalog: RwLock<Arc<Catalog>>,
-    sessions: Mutex<HashMap<SessionId, Peer<RoleServer>>>,
+    /// Each connected client, and the bounded queue its notifications
+    /// wait in.
+    sessions: Mutex<HashMap<SessionId, (Peer<RoleServer>, Arc<Outbox>)>>,
     inflight: Mutex<HashMap<u64, InFlight>>,
     pub(crate) parked: ParkedCalls,
     next_id: AtomicU64,
@@ -541,10 +544,11 @@ impl Hub {
     }
 
     pub(crate) fn register_session(&self, id: SessionId, peer: Peer<RoleServer>) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, peer);
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if !sessions.contains_key(&id) {
+            let outbox = Outbox::new(peer.clone());
+            sessions.insert(id, (peer, outbox));
+        }
     }
 
     pub(crate) fn forget_session(&self, id: SessionId) {
@@ -558,10 +562,35 @@ impl Hub {
             .remove(&id);
     }
 
-    fn session_peers(&self) -> Vec<Peer<RoleServer>> {
+    /// The outboxes of every live client.
+    fn outboxes(&self) -> Vec<Arc<Outbox>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.retain(|_, p| !p.is_transport_closed());
-        sessions.values().cloned().collect()
+        sessions.retain(|_, (p, _)| !p.is_transport_closed());
+        sessions.values().map(|(_, o)| o.clone()).collect()
+    }
+
+    /// Where a notification from source `index` goes: the client with a
+    /// call in flight to it if there is exactly one, else every client.
+    fn outboxes_for(&self, index: usize) -> Vec<Arc<Outbox>> {
+        let session = {
+            let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sessions = inflight
+                .values()
+                .filter(|c| c.source == index)
+                .map(|c| c.session);
+            match (sessions.next(), sessions.next()) {
+                (Some(s), None) => Some(s),
+                _ => None,
+            }
+        };
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        match session.and_then(|s| sessions.get(&s)) {
+            Some((_, o)) => vec![o.clone()],
+            None => {
+                drop(sessions);
+                self.outboxes()
+            }
+        }
     }
 
     /// Marks a call as in flight; the returned guard removes it when dropped.
@@ -676,6 +705,7 @@ impl Hub {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         let live: Vec<_> = sessions
             .values()
+            .map(|(p, _)| p)
             .filter(|p| !p.is_transport_closed())
             .collect();
         match live.as_slice() {
@@ -805,38 +835,27 @@ impl Downstream for Link {
         } else {
             format!("{source}/{logger}")
         });
-        let peers = match hub.source_index(source).map(|i| hub.route_for(i)) {
-            Some(Ok(Route::Direct(peer, _))) => vec![peer],
-            _ => hub.session_peers(),
+        let Some(index) = hub.source_index(source) else {
+            return;
         };
-        tokio::spawn(async move {
-            for peer in peers {
-                let _ = peer.notify_logging_message(params.clone()).await;
-            }
-        });
+        for outbox in hub.outboxes_for(index) {
+            outbox.post(Note::Log(params.clone()));
+        }
     }
 
     fn resource_updated(&self, _source: &str, params: ResourceUpdatedNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
-        let peers = hub.session_peers();
-        tokio::spawn(async move {
-            for peer in peers {
-                let _ = peer.notify_resource_updated(params.clone()).await;
-            }
-        });
+        for outbox in hub.outboxes() {
+            outbox.post(Note::ResourceUpdated(params.clone()));
+        }
     }
 
     fn catalog_changed(&self, source: &str) {
         let Some(hub) = self.0.upgrade() else { return };
         hub.rebuild_catalog(source);
-        let peers = hub.session_peers();
-        tokio::spawn(async move {
-            for peer in peers {
-                let _ = peer.notify_tool_list_changed().await;
-                let _ = peer.notify_prompt_list_changed().await;
-                let _ = peer.notify_resource_list_changed().await;
-            }
-        });
+        for outbox in hub.outboxes() {
+            outbox.post(Note::ListsChanged);
+        }
     }
 
     fn command_allowed(

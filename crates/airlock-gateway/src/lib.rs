@@ -15,6 +15,7 @@ pub mod control;
 pub mod faces;
 pub mod hub;
 pub mod names;
+mod outbox;
 pub(crate) mod pipeline;
 mod quote;
 mod review;

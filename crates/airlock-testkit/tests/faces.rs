@@ -589,3 +589,56 @@ async fn the_hub_cannot_be_read_by_processes_of_its_own_user() {
         "a same-uid process read the hub's environment"
     );
 }
+
+/// Sessions are a budget: past the cap a new session is refused with 503
+/// and a JSON-RPC error; closing one makes room again.
+#[tokio::test]
+async fn http_sessions_are_capped() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(DEMO).await;
+    let (_hub, url) = start_http(&scratch, &config).await;
+    let token = scratch.http_token();
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}
+    }})
+    .to_string();
+    let open = || {
+        http.post(&url)
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(init.clone())
+            .send()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..airlock_gateway::faces::http::MAX_SESSIONS {
+        let r = open().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        ids.push(r.headers()["mcp-session-id"].to_str().unwrap().to_string());
+    }
+    let refused = open().await.unwrap();
+    assert_eq!(refused.status(), 503);
+    let v: serde_json::Value = refused.json().await.unwrap();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sessions are open"),
+        "{v}"
+    );
+    let closed = http
+        .delete(&url)
+        .bearer_auth(&token)
+        .header("mcp-session-id", &ids[0])
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let again = open().await.unwrap();
+    assert!(
+        again.status().is_success(),
+        "room again after one closed: {}",
+        again.status()
+    );
+}

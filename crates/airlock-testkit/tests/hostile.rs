@@ -482,3 +482,64 @@ async fn trusted_text_is_not_mangled() {
         );
     }
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// An upstream floods a client that has stopped reading: the client's
+/// notifications wait in a bounded queue and the rest are dropped, so the
+/// hub's memory stays bounded; once the client reads again, it works.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_client_that_stops_reading_costs_the_hub_no_memory() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config("[sources.h]\ncommand = \"{hostile}\"\nquote_output = false\n")
+        .await;
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, Stdio::null());
+    raw.handshake("2025-06-18").await;
+    ask(&mut raw, 1, "logging/setLevel", json!({"level": "debug"})).await;
+    let pid = raw.child.id().unwrap();
+    let before = rss_kib(pid);
+    // 40,000 notifications of 2 KiB (80 MiB) while this client reads nothing.
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "h__flood", "arguments": {"count": 40000}}}))
+        .await;
+    let mut peak = before;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // The flood is over when the source has answered; until then, watch.
+    loop {
+        peak = peak.max(rss_kib(pid));
+        let out = scratch
+            .airlock(&["audit", "--limit", "1"])
+            .output()
+            .await
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("outcome") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood did not end"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    peak = peak.max(rss_kib(pid));
+    assert!(
+        peak < before + 40 * 1024,
+        "the hub grew from {before} KiB to {peak} KiB for a client that does not read"
+    );
+    // Reading again: the answer and what was kept arrive, and the hub works.
+    let (result, _) = raw.response(2).await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "flooded",
+        "{result}"
+    );
+    ask(&mut raw, 3, "ping", json!({})).await;
+}

@@ -292,10 +292,7 @@ async fn failed_reload_keeps_the_last_good_policy() {
             "params": {"name": "fixture__echo", "arguments": {"text": "hi"}}}))
             .await;
         let (m, _) = raw.response(id).await;
-        m["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        airlock_testkit::unquote(m["result"]["content"][0]["text"].as_str().unwrap())
     };
     assert_eq!(echo(&mut raw).await, "hi");
     let hangup = |pid: u32| {

@@ -70,15 +70,26 @@ impl HttpFace {
             config = config.disable_allowed_hosts();
         }
         let factory_hub = hub.clone();
+        // Sessions are a budget too: at most MAX_SESSIONS at once; one that
+        // never initializes ends after INIT_TIMEOUT, an idle one after
+        // IDLE_TIMEOUT (clients start a new one when told it is gone).
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.init_timeout = Some(INIT_TIMEOUT);
+        sessions.session_config.keep_alive = Some(IDLE_TIMEOUT);
+        let sessions = Arc::new(sessions);
         let service = StreamableHttpService::new(
             move || Ok(Session::new(factory_hub.clone())),
-            Arc::new(LocalSessionManager::default()),
+            sessions.clone(),
             config,
         );
         let limit = hub.config.hub.max_message_bytes;
         let router = axum::Router::new()
             .nest_service("/mcp", service)
             .layer(axum::middleware::from_fn_with_state(limit, check_json_rpc))
+            .layer(axum::middleware::from_fn_with_state(
+                sessions,
+                limit_sessions,
+            ))
             // Outermost: nothing is parsed for a request without the token.
             .layer(axum::middleware::from_fn_with_state(token, require_token));
         let shutdown = hub.shutdown.clone();
@@ -86,6 +97,33 @@ impl HttpFace {
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
     }
+}
+
+/// Sessions one HTTP face holds at once.
+pub const MAX_SESSIONS: usize = 256;
+const INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Refuses a request that would open a new session (no `Mcp-Session-Id`)
+/// while MAX_SESSIONS are open, with 503 and a JSON-RPC error.
+async fn limit_sessions(
+    axum::extract::State(sessions): axum::extract::State<Arc<LocalSessionManager>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let opens = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if opens && sessions.sessions.read().await.len() >= MAX_SESSIONS {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
+            "message": format!("airlock: {MAX_SESSIONS} sessions are open, the most this hub keeps; close one or retry later")}});
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(body),
+        )
+            .into_response();
+    }
+    next.run(request).await
 }
 
 /// Answers a POST body that is not JSON (`-32700`) or not a JSON-RPC
