@@ -110,8 +110,31 @@ pub fn url_password(value: &str) -> Option<std::ops::Range<usize>> {
     None
 }
 
-/// A config error for a password inside a URL (in `args`, `env` or
-/// `headers`): message and fix.
+/// A config error for a credential in a stdio source's arguments. Every
+/// local user can read every process's command line (`/proc/*/cmdline`,
+/// `ps`), so nothing secret may be there, resolved or not: not a password
+/// inside a URL, not a token, not a secret reference.
+pub(crate) fn check_arg(key: &str, value: &str) -> Result<(), (String, String)> {
+    let why = if url_password(value).is_some() {
+        Some("holds a URL with a password in it (user:password@)".to_string())
+    } else if value.contains("secret:") {
+        Some("names a secret, which airlock would have to put on the command line".to_string())
+    } else {
+        looks_like_credential(key, value).map(|why| format!("looks like a live credential ({why})"))
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err((
+            format!(
+                "`{key}` {why}; every user of this machine can read a process's arguments, so airlock never puts a secret there"
+            ),
+            "give it to the server in its environment instead: store it with `airlock secret set NAME` and add e.g. env = { DATABASE_URL = \"postgresql://app:${secret:NAME}@host/db\" } (see the server's docs for the variable it reads)".into(),
+        )),
+    }
+}
+
+/// A config error for a password inside a URL (in `env` or `headers`):
+/// message and fix.
 pub(crate) fn check_url_password(key: &str, value: &str) -> Result<(), (String, String)> {
     if url_password(value).is_none() {
         return Ok(());
@@ -213,6 +236,26 @@ mod tests {
         }
         assert!(check("ARGS", "postgresql://app:hunter2@db/app").is_err());
         assert!(check("ARGS", "postgresql://app:${secret:DB}@db/app").is_ok());
+    }
+
+    #[test]
+    fn nothing_secret_goes_into_arguments() {
+        for a in [
+            "postgresql://app:hunter2@db/app",
+            "postgresql://app:${secret:DB}@db/app",
+            "--token=secret:GH",
+            "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        ] {
+            assert!(check_arg("pg.args[2]", a).is_err(), "{a}");
+        }
+        for a in [
+            "-y",
+            "@modelcontextprotocol/server-postgres",
+            "postgresql://app@db/app",
+            "/tmp",
+        ] {
+            assert!(check_arg("pg.args[2]", a).is_ok(), "{a}");
+        }
     }
 
     #[test]

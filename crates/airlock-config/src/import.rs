@@ -228,6 +228,23 @@ fn locate_key(text: &str, key: &str) -> (usize, usize) {
 pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
     let mut out = parse_client_json(path, &text)?;
+    // A secret in a server's arguments cannot be moved anywhere safe: every
+    // local user can read a command line. Say so, with the fix.
+    for source in &out.config.sources {
+        if let Transport::Stdio { args, .. } = &source.transport {
+            for (i, a) in args.iter().enumerate() {
+                let at = format!("mcpServers.{}.args[{i}]", source.name);
+                crate::credentials::check_arg(&at, a).map_err(|(message, fix)| ConfigError {
+                    file: path.to_path_buf(),
+                    line: 0,
+                    column: 0,
+                    key: Some(at.clone()),
+                    message,
+                    fix,
+                })?;
+            }
+        }
+    }
     out.secrets_to_store = move_credentials_out(&mut out.config);
     let toml = render_toml(&out.config);
     Ok((out, toml))
@@ -239,15 +256,10 @@ pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
 fn move_credentials_out(config: &mut Config) -> Vec<(String, String)> {
     let mut moved = Vec::new();
     for source in &mut config.sources {
-        // A password inside a URL (a connection string in an argument or a
-        // variable) is replaced by a reference where it stood.
+        // A password inside a URL (a connection string in a variable or a
+        // header) is replaced by a reference where it stood.
         let mut urls: Vec<(String, &mut String)> = match &mut source.transport {
-            Transport::Stdio { env, args, .. } => args
-                .iter_mut()
-                .enumerate()
-                .map(|(i, a)| (format!("ARG{}", i + 1), a))
-                .chain(env.iter_mut().map(|(k, v)| (k.clone(), v)))
-                .collect(),
+            Transport::Stdio { env, .. } => env.iter_mut().map(|(k, v)| (k.clone(), v)).collect(),
             Transport::Http { headers, .. } => {
                 headers.iter_mut().map(|(k, v)| (k.clone(), v)).collect()
             }
@@ -424,23 +436,27 @@ mod tests {
         let path = dir.join("claude.json");
         std::fs::write(
             &path,
-            r#"{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "server-postgres", "postgresql://app:hunter2hunter2@db.internal/app"],
+            r#"{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "server-postgres"],
                 "env": {"CACHE_URL": "redis://:s3cr3tpw@cache:6379/0"}}}}"#,
         )
         .unwrap();
         let (out, toml) = import_json(&path).unwrap();
-        assert!(!toml.contains("hunter2"), "{toml}");
         assert!(!toml.contains("s3cr3tpw"), "{toml}");
-        assert!(
-            toml.contains("postgresql://app:${secret:PG_ARG3_PASSWORD}@db.internal/app"),
-            "{toml}"
-        );
         assert!(
             toml.contains("redis://:${secret:PG_CACHE_URL_PASSWORD}@cache"),
             "{toml}"
         );
-        assert_eq!(out.secrets_to_store.len(), 2, "{:?}", out.secrets_to_store);
+        assert_eq!(out.secrets_to_store.len(), 1, "{:?}", out.secrets_to_store);
         crate::raw::parse_toml(&path.with_extension("toml"), &toml).unwrap();
+        // In an argument it has nowhere safe to go: the import says so.
+        std::fs::write(
+            &path,
+            r#"{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "server-postgres", "postgresql://app:hunter2hunter2@db.internal/app"]}}}"#,
+        )
+        .unwrap();
+        let e = import_json(&path).unwrap_err();
+        assert!(e.message.contains("read a process's arguments"), "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
         // Written literally in TOML, the same source is refused with the fix.
         let e = crate::raw::parse_toml(
             &path.with_extension("toml"),
@@ -453,6 +469,7 @@ mod tests {
             "the error repeats the password: {e}"
         );
         assert!(e.fix.contains("airlock secret set"), "{e}");
+        assert!(e.fix.contains("env = {"), "{e}");
         std::fs::remove_dir_all(dir).ok();
     }
 

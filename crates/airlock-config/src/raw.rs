@@ -210,13 +210,9 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
                         .map_err(|(m, f)| err(span.start, format!("{key}.env.{k}"), m, f))?;
                 }
                 for (i, a) in s.args.iter().enumerate() {
-                    let name = format!("{key}_arg{}", i + 1);
-                    crate::credentials::check_url_password(&name, a)
-                        .map_err(|(m, f)| err(span.start, format!("{key}.args[{i}]"), m, f))?;
-                    if a.contains("secret:") {
-                        crate::credentials::check(&name, a)
-                            .map_err(|(m, f)| err(span.start, format!("{key}.args[{i}]"), m, f))?;
-                    }
+                    let at = format!("{key}.args[{i}]");
+                    crate::credentials::check_arg(&at, a)
+                        .map_err(|(m, f)| err(span.start, at.clone(), m, f))?;
                 }
                 Transport::Stdio {
                     command: command.into_inner(),

@@ -119,7 +119,12 @@ pub fn record_decision(
                  WHERE id = ?1 AND contract_digest != ''",
                 params![id, now, principal],
             )?;
-            pin_as_reviewed(&tx, id, now, principal, channel)?;
+            // Not from an answer in the client: the client relays that
+            // answer, and a client could give it without the person; a
+            // review must come from a channel airlock itself shows.
+            if channel != "prompt" {
+                pin_as_reviewed(&tx, id, now, principal, channel)?;
+            }
         }
         tx.commit()?;
         return Ok(match choice {

@@ -31,6 +31,9 @@ use crate::secrets::HubSecrets;
 
 pub type SessionId = u64;
 
+/// A connected client and the bounded queue its notifications wait in.
+type Client = (Peer<RoleServer>, Arc<Outbox>);
+
 /// A client call currently waiting on a source. Server-to-client requests
 /// and progress from that source are routed back through it.
 struct InFlight {
@@ -69,7 +72,7 @@ pub struct Hub {
     catalog: RwLock<Arc<Catalog>>,
     /// Each connected client, and the bounded queue its notifications
     /// wait in.
-    sessions: Mutex<HashMap<SessionId, (Peer<RoleServer>, Arc<Outbox>)>>,
+    sessions: Mutex<HashMap<SessionId, Client>>,
     inflight: Mutex<HashMap<u64, InFlight>>,
     pub(crate) parked: ParkedCalls,
     next_id: AtomicU64,
@@ -545,10 +548,10 @@ impl Hub {
 
     pub(crate) fn register_session(&self, id: SessionId, peer: Peer<RoleServer>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if !sessions.contains_key(&id) {
+        sessions.entry(id).or_insert_with(|| {
             let outbox = Outbox::new(peer.clone());
-            sessions.insert(id, (peer, outbox));
-        }
+            (peer, outbox)
+        });
     }
 
     pub(crate) fn forget_session(&self, id: SessionId) {

@@ -150,17 +150,6 @@ pub(crate) async fn connect(
                 let value = secrets.resolve(v).map_err(|e| format!("env `{k}`: {e}"))?;
                 resolved_env.push((k, value));
             }
-            // An argument may carry a reference too (a connection string's
-            // password: postgresql://app:${secret:DB}@host/db).
-            let args = args
-                .iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    secrets
-                        .resolve(a)
-                        .map_err(|e| format!("argument {}: {e}", i + 1))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
             // Spawned by the absolute path review judged (resolved with the
             // child's own PATH and directory), never looked up again.
             let program = crate::command::CommandIdentity::of(config)
@@ -175,7 +164,7 @@ pub(crate) async fn connect(
                         .iter()
                         .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
                 )
-                .args(&args)
+                .args(args)
                 .envs(resolved_env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

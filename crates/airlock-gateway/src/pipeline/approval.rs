@@ -132,7 +132,7 @@ pub(crate) async fn ask(
     if call.modern
         && let Some(form) = asking.take()
     {
-        audit(
+        let _ = audit(
             hub,
             call,
             "asked in the client",
@@ -168,7 +168,7 @@ async fn wait(
             _ = tokio::time::sleep_until(deadline) => {
                 return match hub.store.ledger_expire(pending) {
                     Ok(Expiry::Expired) => {
-                        audit(hub, call, "expired", "no decision in time");
+                        let _ = audit(hub, call, "expired", "no decision in time");
                         Approval::Refused(Outcome::Declined(TIMED_OUT))
                     }
                     // A decision committed at the last moment: it wins.
@@ -210,11 +210,11 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
     Some(match waited {
         Waited::Pending(_) => return None,
         Waited::Denied { by, channel } => {
-            audit_decision(hub, call, "declined", &by, &channel);
+            let _ = audit_decision(hub, call, "declined", &by, &channel);
             Approval::Refused(Outcome::Declined(DECLINED))
         }
         Waited::Expired | Waited::Missing => {
-            audit(hub, call, "expired", "no decision in time");
+            let _ = audit(hub, call, "expired", "no decision in time");
             Approval::Refused(Outcome::Declined(TIMED_OUT))
         }
         Waited::Approved(approved) => {
@@ -256,7 +256,7 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
                 Some(&Value::Object(stored.clone())),
             );
             if now.action == Action::Deny {
-                audit(hub, call, "denied-at-approval", &now.reason);
+                let _ = audit(hub, call, "denied-at-approval", &now.reason);
                 let _ = hub
                     .store
                     .ledger_refuse(approved, &format!("denied at approval: {}", now.reason));
@@ -285,7 +285,14 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
                         }
                         _ => "approved",
                     };
-                    audit_decision(hub, call, what, &by, &channel);
+                    // The person's yes is on record before the call runs,
+                    // or the call does not run (fail closed).
+                    if let Err(e) = audit_decision(hub, call, what, &by, &channel) {
+                        let _ = hub.store.ledger_finish(executing, false, "not recorded");
+                        return Some(Approval::Refused(Outcome::Failed(format!(
+                            "the approval could not be recorded ({e}), so the call did not run"
+                        ))));
+                    }
                     Approval::Granted {
                         executing,
                         arguments: stored,
@@ -318,17 +325,36 @@ async fn keep_client_waiting(call: &ToolCall, ticks: u32) {
     }
 }
 
-/// A person's decision, with who decided and through which channel.
-fn audit_decision(hub: &Hub, call: &ToolCall, what: &str, by: &str, channel: &str) {
-    record_audit(hub, call, what, channel, &format!("by {by} via {channel}"));
+/// A person's decision, with who decided and through which channel,
+/// committed before this returns.
+fn audit_decision(
+    hub: &Hub,
+    call: &ToolCall,
+    what: &str,
+    by: &str,
+    channel: &str,
+) -> Result<(), airlock_store::StoreError> {
+    record_audit(hub, call, what, channel, &format!("by {by} via {channel}"))
 }
 
-/// What happened to a call at the approval step.
-pub(crate) fn audit(hub: &Hub, call: &ToolCall, what: &str, detail: &str) {
-    record_audit(hub, call, what, "", detail);
+/// What happened to a call at the approval step, committed before this
+/// returns; an error means it is not on record.
+pub(crate) fn audit(
+    hub: &Hub,
+    call: &ToolCall,
+    what: &str,
+    detail: &str,
+) -> Result<(), airlock_store::StoreError> {
+    record_audit(hub, call, what, "", detail)
 }
 
-fn record_audit(hub: &Hub, call: &ToolCall, what: &str, channel: &str, detail: &str) {
+fn record_audit(
+    hub: &Hub,
+    call: &ToolCall,
+    what: &str,
+    channel: &str,
+    detail: &str,
+) -> Result<(), airlock_store::StoreError> {
     let source = hub
         .catalog()
         .tool(&call.params.name)
@@ -344,7 +370,7 @@ fn record_audit(hub: &Hub, call: &ToolCall, what: &str, channel: &str, detail: &
         reason: detail.into(),
         ..AuditRecord::new(AuditKind::Decision, call.id.to_string(), now_ms())
     };
-    if let Err(e) = hub.store.record_audit(record) {
-        tracing::error!(error = %e, "cannot record the approval outcome");
-    }
+    hub.store.record_audit_committed(record).inspect_err(|e| {
+        tracing::error!(error = %e, "cannot record the approval step");
+    })
 }

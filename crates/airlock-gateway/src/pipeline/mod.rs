@@ -99,7 +99,14 @@ pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolRe
                         .unwrap_or_default(),
                 ) =>
             {
-                approval::audit(hub, &call, "allowed for this run", "an earlier approval");
+                if let Err(e) =
+                    approval::audit(hub, &call, "allowed for this run", "an earlier approval")
+                {
+                    return Outcome::Failed(format!(
+                        "the decision could not be recorded ({e}), so the call did not run"
+                    ))
+                    .into_response();
+                }
             }
             // 2b. A person decides; the call then runs with the stored
             //     arguments, never what the client sends later.

@@ -75,7 +75,7 @@ pub(crate) fn form(frozen: &FrozenCall, expires_at_ms: i64) -> ElicitRequestPara
                 FIELD: {
                     "type": "string",
                     "title": "Your decision",
-                    "description": "Allow once runs this call only. Allow for this run also allows this tool for the rest of this session. Always allow creates a rule for this tool while its definition stays the same, and records this definition as reviewed by you.",
+                    "description": "Allow once runs this call only. Allow for this run also allows this tool for the rest of this session. Always allow creates a rule for this tool while its definition stays the same; a tool that is new or changed keeps asking until you review it (airlock tools review, or Always allow on the approval page).",
                     "oneOf": choices,
                 }
             },
@@ -198,7 +198,7 @@ pub(crate) fn input_required(
 /// like any other approval (policy again, claim once, stored arguments).
 pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
     let refuse = |why: String| {
-        approval::audit(hub, call, "refused-state", &why);
+        let _ = approval::audit(hub, call, "refused-state", &why);
         Approval::Refused(Outcome::Refused(ErrorData::invalid_params(
             format!("airlock: {why}; nothing ran"),
             None,
@@ -251,7 +251,7 @@ pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
     };
     match channels.answered_in_prompt(&row.id, choice) {
         Ok(Recorded::Expired) => {
-            approval::audit(hub, call, "expired", "answered after the approval expired");
+            let _ = approval::audit(hub, call, "expired", "answered after the approval expired");
             return Approval::Refused(Outcome::Declined(TIMED_OUT));
         }
         // Approved, denied, or already decided through another channel:
