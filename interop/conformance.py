@@ -83,6 +83,12 @@ def token_relay(upstream_port: int, token: str) -> http.server.ThreadingHTTPServ
             body = self.rfile.read(length) if length else None
             headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
             headers["Authorization"] = f"Bearer {token}"
+            # The relay is invisible: a Host or Origin naming the relay's own
+            # port names the hub's (any other is passed on for the hub to judge).
+            relay_port = self.server.server_address[1]
+            for k in list(headers):
+                if k.lower() in ("host", "origin") and headers[k].endswith(f":{relay_port}"):
+                    headers[k] = headers[k][: -len(str(relay_port))] + str(upstream_port)
             conn = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=600)
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)

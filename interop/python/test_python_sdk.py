@@ -144,14 +144,28 @@ def test_default_policy_write_file_never_creates_its_file(default_policy_dir, mo
 @pytest.mark.parametrize("mode", MODES)
 def test_http_face_refuses_a_client_without_the_token(http_url, mode):
     """Another local user can reach 127.0.0.1 but cannot read the token:
-    with no token, or a wrong one, the SDK cannot even initialize."""
+    with no token, or a wrong one, the SDK cannot even initialize, while
+    the same client with the token works."""
+    import urllib.error
+    import urllib.request
+
     from conftest import HttpHub
 
-    async def attempt(hub):
-        async with Client(hub.transport() if hub else http_url.url, mode=mode) as client:
+    async def attempt(server):
+        async with Client(server, mode=mode) as client:
             await client.list_tools()
 
-    for hub in (None, HttpHub(http_url.url, "airlock_" + "0" * 64), HttpHub(http_url.url, http_url.token[:-1])):
-        with pytest.raises(Exception) as refused:
-            anyio.run(attempt, hub)
-        assert "401" in repr(refused.value) or "nauthorized" in repr(refused.value), repr(refused.value)
+    anyio.run(attempt, http_url.transport())  # control: the token works
+    wrong = [HttpHub(http_url.url, "airlock_" + "0" * 64), HttpHub(http_url.url, http_url.token[:-1])]
+    for server in [http_url.url] + [h.transport() for h in wrong]:
+        with pytest.raises(Exception):
+            anyio.run(attempt, server)
+    # What the SDK saw, at the HTTP level: 401 before anything was read.
+    request = urllib.request.Request(
+        http_url.url,
+        data=b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+        headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
