@@ -8,6 +8,7 @@
 
 mod approvals;
 mod egress;
+mod messages;
 mod policy;
 mod scrub;
 
@@ -347,12 +348,16 @@ async fn main() -> anyhow::Result<()> {
                 report_scrub(&scrub::run());
                 return Ok(());
             }
+            "--only" if args[i + 1] == "messages" => {
+                println!("{}", messages::render(&messages::run()));
+                return Ok(());
+            }
             "--only" if args[i + 1] == "policy" => {
                 report_policy(&policy::run());
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --only stdio|scrub|egress|policy"
+                "unknown argument {other}; use --calls N, --proxies DIR, --only stdio|scrub|messages|egress|policy"
             ),
         }
         i += 2;
@@ -510,6 +515,9 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("scrubbing");
     let scrubbing = scrub::run();
 
+    eprintln!("whole messages, envelope, token");
+    let whole = messages::run();
+
     eprintln!("policy");
     let deciding = policy::run();
 
@@ -522,6 +530,7 @@ async fn main() -> anyhow::Result<()> {
     report(&rows, &opts, ready_direct, ready_hub);
     report_approvals(&approvals);
     report_scrub(&scrubbing);
+    println!("\n{}", messages::render(&whole));
     report_policy(&deciding);
     report_egress(&guard);
     Ok(())

@@ -150,6 +150,8 @@ struct ReviewedCache {
     checked: Option<Instant>,
     generation: i64,
     digests: Arc<HashMap<(String, String), String>>,
+    /// The definitions those digests were pinned with: what clients see.
+    definitions: Arc<HashMap<(String, String), serde_json::Value>>,
 }
 
 /// "Allow for this run" lasts this long and this many calls, whichever
@@ -421,12 +423,18 @@ impl Hub {
             cache.checked = Some(Instant::now());
             match self.store.contracts_generation() {
                 Ok(g) if g != cache.generation || cache.digests.is_empty() => {
-                    match self.store.reviewed_contracts() {
-                        Ok(d) => {
+                    match (
+                        self.store.reviewed_contracts(),
+                        self.store.reviewed_definitions(),
+                    ) {
+                        (Ok(d), Ok(defs)) => {
                             cache.digests = Arc::new(d);
+                            cache.definitions = Arc::new(defs);
                             cache.generation = g;
                         }
-                        Err(e) => tracing::error!(error = %e, "cannot read reviewed contracts"),
+                        (Err(e), _) | (_, Err(e)) => {
+                            tracing::error!(error = %e, "cannot read reviewed contracts")
+                        }
                     }
                 }
                 Ok(_) => {}
@@ -434,6 +442,17 @@ impl Hub {
             }
         }
         cache.digests.clone()
+    }
+
+    /// The definitions people pinned, by (source, upstream tool), as of
+    /// the last check of the store.
+    fn reviewed_definitions(&self) -> Arc<HashMap<(String, String), serde_json::Value>> {
+        self.reviewed_contracts();
+        self.reviewed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .definitions
+            .clone()
     }
 
     /// The tools a client may see: denied ones removed, and a note on
@@ -445,6 +464,7 @@ impl Hub {
     pub fn visible_tools(&self) -> Vec<rmcp::model::Tool> {
         let catalog = self.catalog();
         let reviewed = self.reviewed_contracts();
+        let definitions = self.reviewed_definitions();
         let mut out = Vec::with_capacity(catalog.tools.len());
         for tool in &catalog.tools {
             let (Some(route), Some(contract)) =
@@ -464,26 +484,32 @@ impl Hub {
                 continue;
             }
             let source = self.sources[route.source].name();
-            let shown = match reviewed.get(&(source.to_string(), route.upstream_name.clone())) {
-                Some(digest) if *digest == contract.digest => tool.clone(),
-                Some(_) => match self.reviewed_definition(source, &route.upstream_name, &tool.name)
+            let key = (source.to_string(), route.upstream_name.clone());
+            // A reviewed tool is shown as it was reviewed, whatever changed
+            // since (its description, or fields outside the contract such
+            // as `_meta` and `icons`); calls to a changed one ask.
+            let shown = if reviewed.contains_key(&key) {
+                match definitions
+                    .get(&key)
+                    .and_then(|d| serde_json::from_value::<rmcp::model::Tool>(d.clone()).ok())
                 {
-                    Some(t) => t,
-                    None => continue,
-                },
-                None => {
-                    let findings =
-                        crate::review::lint_new(&catalog, &tool.name, &contract.definition);
-                    if !findings.is_empty() {
-                        tracing::warn!(
-                            tool = %tool.name,
-                            findings = %findings.join("; "),
-                            "not listing a tool nobody has reviewed whose text looks like tool poisoning; run `airlock tools review`"
-                        );
-                        continue;
+                    Some(mut t) => {
+                        t.name = tool.name.clone();
+                        t
                     }
-                    tool.clone()
+                    None => continue,
                 }
+            } else {
+                let findings = crate::review::lint_new(&catalog, &tool.name, &contract.definition);
+                if !findings.is_empty() {
+                    tracing::warn!(
+                        tool = %tool.name,
+                        findings = %findings.join("; "),
+                        "not listing a tool nobody has reviewed whose text looks like tool poisoning; run `airlock tools review`"
+                    );
+                    continue;
+                }
+                tool.clone()
             };
             match d.action {
                 Action::Ask => out.push(with_note(shown, ASK_NOTE)),
@@ -515,27 +541,6 @@ impl Hub {
             }
         }
         out
-    }
-
-    /// The definition a person last pinned for (`source`, `upstream`), as
-    /// the tool `exposed`. `None` (withhold) when it cannot be read.
-    fn reviewed_definition(
-        &self,
-        source: &str,
-        upstream: &str,
-        exposed: &str,
-    ) -> Option<rmcp::model::Tool> {
-        let pinned = match self.store.pinned_contract(source, upstream) {
-            Ok(Some(p)) => p,
-            Ok(None) => return None,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read a reviewed contract; withholding the tool");
-                return None;
-            }
-        };
-        let mut tool: rmcp::model::Tool = serde_json::from_value(pinned.definition).ok()?;
-        tool.name = exposed.to_string().into();
-        Some(tool)
     }
 
     pub fn call_timeout(&self, source: usize) -> Duration {

@@ -17,7 +17,7 @@ pub mod hub;
 pub mod names;
 mod outbox;
 pub(crate) mod pipeline;
-mod quote;
+pub mod quote;
 mod review;
 pub mod secrets;
 pub mod session;

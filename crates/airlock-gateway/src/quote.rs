@@ -94,7 +94,7 @@ pub(crate) fn result(source: &str, result: &mut rmcp::model::CallToolResult) {
 
 /// The body of a block: every spelling that could pass for a delimiter or
 /// a speaker changed, the rest untouched.
-pub(crate) fn neutralise(text: &str, nonce: &str) -> String {
+pub fn neutralise(text: &str, nonce: &str) -> String {
     let mut out = String::with_capacity(text.len() + 16);
     // Every character a renderer or a model may take as a line break
     // starts a line here too (\r, NEL, LS, PS, VT, FF).

@@ -237,6 +237,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Digests a person approved, by (source, upstream tool name).
     fn reviewed_contracts(&self) -> Result<std::collections::HashMap<(String, String), String>>;
+    /// The definitions a person approved, by (source, upstream tool name):
+    /// what clients are shown of a reviewed tool.
+    fn reviewed_definitions(
+        &self,
+    ) -> Result<std::collections::HashMap<(String, String), serde_json::Value>>;
     /// The contract a person approved for one tool, with its definition.
     fn pinned_contract(&self, source: &str, tool: &str) -> Result<Option<PinnedContract>>;
     /// A number that changes whenever a contract is pinned, so a cache of

@@ -387,6 +387,19 @@ impl Store for SqliteStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    fn reviewed_definitions(&self) -> Result<HashMap<(String, String), serde_json::Value>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached("SELECT source, tool, definition FROM contracts")?;
+        let rows = stmt.query_map([], |r| {
+            let def: String = r.get(2)?;
+            Ok((
+                (r.get(0)?, r.get(1)?),
+                serde_json::from_str(&def).unwrap_or(serde_json::Value::Null),
+            ))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     fn pinned_contract(&self, source: &str, tool: &str) -> Result<Option<PinnedContract>> {
         let conn = self.conn();
         Ok(conn

@@ -50,7 +50,8 @@ fn tools() -> Value {
             "_meta": {s.clone(): s.clone()}
         }),
         json!({"name": "fail", "description": "Fail with an error.", "inputSchema": {"type": "object"}}),
-        json!({"name": "shifty", "description": shifty_description(), "inputSchema": {"type": "object"}}),
+        json!({"name": "shifty", "description": shifty_description(), "inputSchema": {"type": "object"},
+            "_meta": {"note": std::env::var("HOSTILE_META_FILE").ok().and_then(|f| std::fs::read_to_string(f).ok()).unwrap_or_default()}}),
         json!({"name": "announce", "description": "Tell the client the lists changed.", "inputSchema": {"type": "object"}}),
         json!({"name": "inject", "description": "Answer with text that tries to speak for someone else.", "inputSchema": {"type": "object"}}),
         json!({"name": "flood", "description": "Send `count` log notifications of 2 KiB each, then answer.", "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}}}),
