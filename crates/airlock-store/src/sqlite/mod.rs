@@ -1,10 +1,12 @@
 //! The embedded backend: one SQLite file in WAL mode.
 //!
 //! Reads and catalog writes run on the caller's thread under a mutex. The call
-//! audit log, written on the hot path, goes through a channel to one writer
-//! thread that chains each record to the previous one and commits in groups
-//! (at most every 20 ms), so a call never waits on the disk; `flush` waits
-//! for the writer to catch up and runs on shutdown. A crash can lose the
+//! audit log's outcome records go through a channel to one writer thread
+//! that chains each record to the previous one and commits in groups (at
+//! most every 20 ms), so a finished call never waits on the disk; `flush`
+//! waits for the writer to catch up and runs on shutdown. A call's decision
+//! is committed before the call goes on, on the caller's thread under the
+//! chain's lock (`record_audit_committed`). A crash can lose the
 //! last 20 ms of records, and can never leave a broken chain: each group is
 //! one transaction.
 
@@ -27,24 +29,110 @@ use crate::{
     Result, Reviews, SourceStatus, Store, StoreError, StoredAudit, now_ms,
 };
 
-/// Told when a record is committed, or why it could not be.
-type Ack = mpsc::SyncSender<std::result::Result<(), String>>;
-
 enum WriterMsg {
-    Audit(Box<AuditRecord>, Option<Ack>),
+    Audit(Box<AuditRecord>),
     Flush(mpsc::Sender<()>),
 }
 
-impl WriterMsg {
-    /// Someone waits on this message: commit without gathering more.
-    fn urgent(&self) -> bool {
-        matches!(self, WriterMsg::Flush(_) | WriterMsg::Audit(_, Some(_)))
+/// The audit chain's writing end: one connection and the chain's head,
+/// shared by the writer thread (records grouped off the hot path) and by
+/// callers that need a record committed before they go on (a call's
+/// decision), who commit on their own thread, without a hand-off.
+struct Chain {
+    conn: Connection,
+    head: String,
+    /// Records that could not be written since the last commit that
+    /// worked, and since when: the next commit that works begins with a
+    /// gap record saying so.
+    lost: u64,
+    lost_since: i64,
+}
+
+impl Chain {
+    fn open(conn: Connection) -> Chain {
+        let head = conn
+            .query_row(
+                "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap_or_default();
+        Chain {
+            conn,
+            head,
+            lost: 0,
+            lost_since: 0,
+        }
+    }
+
+    /// Appends `records` in one transaction, chained to the head.
+    fn commit<'a>(
+        &mut self,
+        records: impl Iterator<Item = &'a AuditRecord> + Clone,
+    ) -> std::result::Result<(), String> {
+        let gap = (self.lost > 0).then(|| AuditRecord {
+            reason: format!(
+                "{} record(s) from {} (ms since the epoch) on could not be written; they are lost",
+                self.lost, self.lost_since
+            ),
+            ..AuditRecord::new(AuditKind::Gap, "", now_ms())
+        });
+        let mut new_head = self.head.clone();
+        let result = (|| -> rusqlite::Result<()> {
+            let tx = self.conn.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO audit (record, at_ms, kind, tool, source, decision, prev_hash, hash)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                let mut insert = |r: &AuditRecord| -> rusqlite::Result<()> {
+                    let text = serde_json::to_string(r).unwrap_or_default();
+                    let hash = chain_hash(&new_head, &text);
+                    stmt.execute(params![
+                        text,
+                        r.at_ms,
+                        kind_str(r.kind),
+                        r.tool,
+                        r.source,
+                        r.decision,
+                        new_head,
+                        hash
+                    ])?;
+                    new_head = hash;
+                    Ok(())
+                };
+                if let Some(g) = &gap {
+                    insert(g)?;
+                }
+                for r in records.clone() {
+                    insert(r)?;
+                }
+            }
+            tx.commit()
+        })();
+        match result {
+            Ok(()) => {
+                self.head = new_head;
+                self.lost = 0;
+                Ok(())
+            }
+            Err(e) => {
+                let rows = records.count() as u64;
+                if self.lost == 0 {
+                    self.lost_since = now_ms();
+                }
+                self.lost += rows;
+                tracing::error!(error = %e, rows, "cannot write the audit log");
+                Err(e.to_string())
+            }
+        }
     }
 }
 
 pub struct SqliteStore {
     path: PathBuf,
     conn: Mutex<Connection>,
+    chain: Arc<Mutex<Chain>>,
     writer: Mutex<Option<mpsc::Sender<WriterMsg>>>,
     writer_thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -63,15 +151,17 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<Arc<Self>> {
         let conn = connect(path)?;
         migrations::apply(&conn, path)?;
-        let writer_conn = connect(path)?;
+        let chain = Arc::new(Mutex::new(Chain::open(connect(path)?)));
         let (tx, rx) = mpsc::channel();
+        let writer_chain = chain.clone();
         let handle = std::thread::Builder::new()
             .name("airlock-store-writer".into())
-            .spawn(move || writer_loop(writer_conn, rx))
+            .spawn(move || writer_loop(writer_chain, rx))
             .expect("spawning the store writer thread");
         Ok(Arc::new(SqliteStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
+            chain,
             writer: Mutex::new(Some(tx)),
             writer_thread: Mutex::new(Some(handle)),
         }))
@@ -113,102 +203,36 @@ fn restrict_dir(_dir: &Path) {}
 const GROUP_COMMIT: Duration = Duration::from_millis(20);
 const MAX_BATCH: usize = 512;
 
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<WriterMsg>) {
-    let mut head: String = conn
-        .query_row(
-            "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap_or_default();
-    // Records that could not be written since the last commit that worked.
-    let mut lost: u64 = 0;
-    let mut lost_since = 0i64;
+fn writer_loop(chain: Arc<Mutex<Chain>>, rx: mpsc::Receiver<WriterMsg>) {
     while let Ok(first) = rx.recv() {
         // One commit per call would cost more CPU than the call itself;
-        // gather what arrives within GROUP_COMMIT and commit once, unless
-        // someone waits on a record (a decision before its call runs):
-        // then commit what is already queued, at once.
+        // gather what arrives within GROUP_COMMIT (or until a flush asks)
+        // and commit once.
         let deadline = Instant::now() + GROUP_COMMIT;
-        let mut urgent = first.urgent();
+        let mut flushing = matches!(first, WriterMsg::Flush(_));
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            let next = if urgent {
-                rx.try_recv().ok()
-            } else {
-                rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                    .ok()
-            };
-            let Some(more) = next else { break };
-            urgent |= more.urgent();
-            batch.push(more);
+        while !flushing && batch.len() < MAX_BATCH {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(more) => {
+                    flushing = matches!(more, WriterMsg::Flush(_));
+                    batch.push(more);
+                }
+                Err(_) => break,
+            }
         }
-        let mut new_head = head.clone();
-        let gap = (lost > 0).then(|| AuditRecord {
-            reason: format!(
-                "{lost} record(s) from {lost_since} (ms since the epoch) on could not be written; they are lost"
-            ),
-            ..AuditRecord::new(AuditKind::Gap, "", now_ms())
+        let records = batch.iter().filter_map(|m| match m {
+            WriterMsg::Audit(r) => Some(r.as_ref()),
+            WriterMsg::Flush(_) => None,
         });
-        let result = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            {
-                let mut stmt = tx.prepare_cached(
-                    "INSERT INTO audit (record, at_ms, kind, tool, source, decision, prev_hash, hash)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )?;
-                let records = gap.iter().chain(batch.iter().filter_map(|m| match m {
-                    WriterMsg::Audit(r, _) => Some(r.as_ref()),
-                    WriterMsg::Flush(_) => None,
-                }));
-                for r in records {
-                    {
-                        let text = serde_json::to_string(r).unwrap_or_default();
-                        let hash = chain_hash(&new_head, &text);
-                        stmt.execute(params![
-                            text,
-                            r.at_ms,
-                            kind_str(r.kind),
-                            r.tool,
-                            r.source,
-                            r.decision,
-                            new_head,
-                            hash
-                        ])?;
-                        new_head = hash;
-                    }
-                }
-            }
-            tx.commit()
-        })();
-        let failure = match result {
-            Ok(()) => {
-                head = new_head;
-                lost = 0;
-                None
-            }
-            Err(e) => {
-                let rows = batch
-                    .iter()
-                    .filter(|m| matches!(m, WriterMsg::Audit(..)))
-                    .count() as u64;
-                if lost == 0 {
-                    lost_since = now_ms();
-                }
-                lost += rows;
-                tracing::error!(error = %e, rows, "cannot write the audit log");
-                Some(e.to_string())
-            }
-        };
+        if records.clone().next().is_some() {
+            let _ = chain
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .commit(records);
+        }
         for msg in batch {
-            match msg {
-                WriterMsg::Flush(done) => {
-                    let _ = done.send(());
-                }
-                WriterMsg::Audit(_, Some(ack)) => {
-                    let _ = ack.send(failure.clone().map_or(Ok(()), Err));
-                }
-                WriterMsg::Audit(_, None) => {}
+            if let WriterMsg::Flush(done) = msg {
+                let _ = done.send(());
             }
         }
     }
@@ -313,25 +337,17 @@ impl Store for SqliteStore {
         guard
             .as_ref()
             .ok_or(StoreError::WriterGone)?
-            .send(WriterMsg::Audit(Box::new(record), None))
+            .send(WriterMsg::Audit(Box::new(record)))
             .map_err(|_| StoreError::WriterGone)
     }
 
     fn record_audit_committed(&self, record: AuditRecord) -> Result<()> {
-        let (ack, committed) = mpsc::sync_channel(1);
-        {
-            let guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            guard
-                .as_ref()
-                .ok_or(StoreError::WriterGone)?
-                .send(WriterMsg::Audit(Box::new(record), Some(ack)))
-                .map_err(|_| StoreError::WriterGone)?;
-        }
-        match committed.recv() {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(why)) => Err(StoreError::AuditUnwritable(why)),
-            Err(_) => Err(StoreError::WriterGone),
-        }
+        // On this thread, under the chain's lock: no hand-off to the writer.
+        self.chain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .commit(std::iter::once(&record))
+            .map_err(StoreError::AuditUnwritable)
     }
 
     fn flush(&self) -> Result<()> {
