@@ -53,11 +53,18 @@ where
         w.flush().await
     }
 
-    async fn reply_error(writer: &Arc<Mutex<W>>, id: Value, code: i64, message: String) {
+    /// Answers a malformed message from a task of its own, so that a
+    /// `receive` dropped half-way (see `buf`) can neither lose the answer
+    /// nor leave half of it on the wire; each line is written whole under
+    /// the writer's lock.
+    fn reply_error(writer: &Arc<Mutex<W>>, id: Value, code: i64, message: String) {
+        let writer = writer.clone();
         let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-        if let Err(e) = Self::write_line(writer, body.to_string().into_bytes()).await {
-            tracing::warn!(error = %e, "cannot answer a malformed message");
-        }
+        tokio::spawn(async move {
+            if let Err(e) = Self::write_line(&writer, body.to_string().into_bytes()).await {
+                tracing::warn!(error = %e, "cannot answer a malformed message");
+            }
+        });
     }
 
     /// Reads one line into `self.buf`. `Ok(false)` at end of input;
@@ -130,15 +137,15 @@ where
                 }
                 Ok(Ok(false)) => return None,
                 Ok(Err(size)) => {
-                    Self::reply_error(&self.writer,
+                    Self::reply_error(
+                        &self.writer,
                         Value::Null,
                         -32600,
                         format!(
                             "message of {size} bytes exceeds the limit of {} bytes (hub.max_message_bytes)",
                             self.max_line
                         ),
-                    )
-                    .await;
+                    );
                 }
                 Ok(Ok(true)) => {
                     let line = trim_cr(&self.buf);
@@ -153,8 +160,7 @@ where
                                 Value::Null,
                                 -32700,
                                 format!("parse error: {e}"),
-                            )
-                            .await;
+                            );
                             continue;
                         }
                     };
@@ -178,8 +184,7 @@ where
                                         id,
                                         -32600,
                                         format!("invalid request: {e}"),
-                                    )
-                                    .await;
+                                    );
                                 }
                             }
                         }
