@@ -150,6 +150,23 @@ impl Scratch {
         panic!("no approval appeared");
     }
 
+    /// `airlock secret set NAME` with `value` piped on stdin, as a person
+    /// storing a secret would.
+    pub async fn store_secret(&self, name: &str, value: &str) {
+        use tokio::io::AsyncWriteExt;
+        let mut child = self
+            .airlock(&["secret", "set", name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn airlock secret set");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(value.as_bytes()).await.expect("write");
+        drop(stdin);
+        assert!(child.wait().await.expect("wait").success());
+    }
+
     /// The HTTP face's client token (`http-token` in the data directory,
     /// written by `serve --http` before its port opens).
     pub fn http_token(&self) -> String {
@@ -347,4 +364,18 @@ impl RawStdio {
             .await;
         init
     }
+}
+
+/// Forms a leaked secret is searched for: raw, base64 (standard, unpadded)
+/// and URL-safe base64.
+pub fn secret_forms(v: &str) -> Vec<String> {
+    use base64::Engine;
+    let e = base64::engine::general_purpose::STANDARD.encode(v);
+    let u = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    vec![v.to_string(), e.trim_end_matches('=').to_string(), u]
+}
+
+/// Whether `needle` occurs in `hay`.
+pub fn bytes_contain(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }

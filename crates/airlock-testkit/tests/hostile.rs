@@ -5,36 +5,10 @@
 
 use std::process::Stdio;
 
-use airlock_testkit::{RawStdio, Scratch};
-use base64::Engine;
+use airlock_testkit::{RawStdio, Scratch, bytes_contain, secret_forms};
 use serde_json::{Value, json};
 
 const PLANTED: &str = "pl4nt_Zq81xWv0mN3bK7cR5tY2uH9e";
-
-async fn store_secret(scratch: &Scratch, name: &str, value: &str) {
-    use tokio::io::AsyncWriteExt;
-    let mut child = scratch
-        .airlock(&["secret", "set", name])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(value.as_bytes()).await.unwrap();
-    drop(stdin);
-    assert!(child.wait().await.unwrap().success());
-}
-
-fn forms(v: &str) -> Vec<String> {
-    let e = base64::engine::general_purpose::STANDARD.encode(v);
-    let u = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
-    vec![v.to_string(), e.trim_end_matches('=').to_string(), u]
-}
-
-fn bytes_contain(hay: &[u8], needle: &str) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
 
 /// Sends `request` with `id` and returns its response and what came before.
 async fn ask(raw: &mut RawStdio, id: i64, method: &str, params: Value) -> (Value, Vec<Value>) {
@@ -46,7 +20,7 @@ async fn ask(raw: &mut RawStdio, id: i64, method: &str, params: Value) -> (Value
 #[tokio::test]
 async fn a_secret_planted_in_any_field_never_reaches_the_client_the_store_or_the_logs() {
     let scratch = Scratch::new();
-    store_secret(&scratch, "PLANTED", PLANTED).await;
+    scratch.store_secret("PLANTED", PLANTED).await;
     let config = scratch
         .reviewed_config(
             r#"
@@ -166,7 +140,7 @@ env = { HOSTILE_PLANT = "secret:PLANTED" }
         }
     }
     places.push(("airlock log".into(), std::fs::read(&log_path).unwrap()));
-    for form in forms(PLANTED) {
+    for form in secret_forms(PLANTED) {
         for (place, bytes) in &places {
             assert!(
                 !bytes_contain(bytes, &form),
@@ -358,7 +332,7 @@ async fn a_name_listed_twice_by_one_source_is_withheld_whole() {
 #[tokio::test]
 async fn a_secret_in_a_waiting_calls_arguments_is_not_kept_at_rest() {
     let scratch = Scratch::new();
-    store_secret(&scratch, "PLANTED", PLANTED).await;
+    scratch.store_secret("PLANTED", PLANTED).await;
     let config = scratch.config(
         "[sources.h]\ncommand = \"{hostile}\"\nenv = { HOSTILE_PLANT = \"secret:PLANTED\" }\n\n[[rules]]\naction = \"ask\"\ntool = \"h__len\"\n",
     );
@@ -389,7 +363,7 @@ async fn a_secret_in_a_waiting_calls_arguments_is_not_kept_at_rest() {
             places.push((f.into(), b));
         }
     }
-    for form in forms(PLANTED) {
+    for form in secret_forms(PLANTED) {
         for (place, bytes) in &places {
             assert!(
                 !bytes_contain(bytes, &form),

@@ -3,45 +3,15 @@
 
 use std::process::Stdio;
 
-use airlock_testkit::{RawStdio, Scratch};
-use base64::Engine;
+use airlock_testkit::{RawStdio, Scratch, bytes_contain, secret_forms};
 use serde_json::json;
 
 const TOKEN: &str = "tok_9vQ2xLw8ZpR4mK7nB3cD5fG1hJ6s";
 
-async fn store_secret(scratch: &Scratch, name: &str, value: &str) {
-    use tokio::io::AsyncWriteExt;
-    let mut child = scratch
-        .airlock(&["secret", "set", name])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(value.as_bytes())
-        .await
-        .unwrap();
-    assert!(child.wait().await.unwrap().success());
-}
-
-fn forms(v: &str) -> Vec<String> {
-    let e = base64::engine::general_purpose::STANDARD.encode(v);
-    let u = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
-    vec![v.to_string(), e.trim_end_matches('=').to_string(), u]
-}
-
-fn bytes_contain(hay: &[u8], needle: &str) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
 #[tokio::test]
 async fn secret_never_reaches_the_client_the_store_or_the_logs() {
     let scratch = Scratch::new();
-    store_secret(&scratch, "LEAKY", TOKEN).await;
+    scratch.store_secret("LEAKY", TOKEN).await;
     let config = scratch
         .reviewed_config(
             r#"
@@ -89,7 +59,7 @@ env = { FIXTURE_TOKEN = "secret:LEAKY" }
         }
     }
     places.push(("airlock log".into(), log_bytes));
-    for form in forms(TOKEN) {
+    for form in secret_forms(TOKEN) {
         for (place, bytes) in &places {
             assert!(
                 !bytes_contain(bytes, &form),
@@ -103,7 +73,7 @@ env = { FIXTURE_TOKEN = "secret:LEAKY" }
 async fn secret_never_reaches_the_client_stream() {
     // The same, checking the raw lines airlock wrote to the client.
     let scratch = Scratch::new();
-    store_secret(&scratch, "LEAKY", TOKEN).await;
+    scratch.store_secret("LEAKY", TOKEN).await;
     let config = scratch
         .reviewed_config(
             r#"
@@ -125,7 +95,7 @@ env = { FIXTURE_TOKEN = "secret:LEAKY" }
             .any(|m| m["method"] == "notifications/message"),
         "the log notification was relayed: {before:?}"
     );
-    for form in forms(TOKEN) {
+    for form in secret_forms(TOKEN) {
         assert!(!raw.seen.contains(&form), "client traffic holds {form}");
     }
     assert!(raw.seen.contains("[secret]"));
