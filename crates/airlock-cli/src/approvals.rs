@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use airlock_channels::Desk;
-use airlock_store::ledger::{self, Choice, Recorded};
-use airlock_store::{SqliteStore, Store, now_ms};
+use airlock_common::now_ms;
+use airlock_store::ledger::{self, Choice, LedgerState, Recorded};
+use airlock_store::{SqliteStore, Store};
 
 use crate::home;
 
@@ -36,7 +37,7 @@ pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
             "    arguments:    {}",
             ledger::shown(&r.call.arguments).escape_default()
         );
-        if r.state == "pending" {
+        if r.state == LedgerState::Pending {
             println!(
                 "    expires in {left}s — `airlock approve {}` or `airlock deny {}`",
                 r.id, r.id

@@ -2,7 +2,8 @@
 
 use std::process::ExitCode;
 
-use airlock_store::{AuditCheck, AuditFilter, SqliteStore, Store, now_ms};
+use airlock_common::now_ms;
+use airlock_store::{AuditCheck, AuditFilter, SqliteStore, Store};
 
 use crate::home;
 

@@ -40,9 +40,7 @@ fn forwarding_file(data_dir: &Path, link: &str) -> anyhow::Result<PathBuf> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
     }
-    let mut name = [0u8; 16];
-    getrandom::fill(&mut name).map_err(|e| anyhow::anyhow!("the OS random source failed: {e}"))?;
-    let file = dir.join(format!("{}.html", hex::encode(name)));
+    let file = dir.join(format!("{}.html", airlock_common::random::hex::<16>()));
     // The link is ours (http://127.0.0.1:PORT/open/<hex>), so it needs no
     // escaping in HTML; refuse anything else rather than quote it.
     if !link.starts_with("http://127.0.0.1:")

@@ -202,7 +202,7 @@ impl<'a> Known<'a> {
 /// ` (closest: a, b)`, or nothing when no name is near.
 fn closest_of<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> String {
     let known: BTreeSet<&str> = known.collect();
-    let near = airlock_gateway::names::closest(wanted, known.into_iter());
+    let near = airlock_common::closest(wanted, known);
     if near.is_empty() {
         String::new()
     } else {

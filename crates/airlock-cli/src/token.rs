@@ -50,9 +50,7 @@ pub fn read(data_dir: &Path) -> anyhow::Result<Option<String>> {
 pub fn rotate(data_dir: &Path) -> anyhow::Result<String> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("the OS random source failed: {e}"))?;
-    let token = format!("airlock_{}", hex::encode(bytes));
+    let token = format!("airlock_{}", airlock_common::random::hex::<32>());
     let file = path(data_dir);
     let staged = data_dir.join(format!("{FILE}.new"));
     let _ = std::fs::remove_file(&staged);

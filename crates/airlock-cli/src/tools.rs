@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use airlock_common::now_ms;
 use airlock_gateway::Hub;
 use airlock_policy::contract;
 use airlock_policy::lint::Linter;
-use airlock_store::{PinnedContract, Reviews, SqliteStore, Store, now_ms};
+use airlock_store::{PinnedContract, Reviews, SqliteStore, Store};
 use airlock_upstream::command::CommandIdentity;
 use serde_json::Value;
 

@@ -81,12 +81,9 @@ impl std::error::Error for ConfigError {}
 
 /// "did you mean" for a misspelt key or name.
 pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    candidates
-        .iter()
-        .map(|c| (strsim::damerau_levenshtein(word, c), *c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 3))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    airlock_common::closest(word, candidates.iter().copied())
+        .first()
+        .copied()
 }
 
 #[cfg(test)]

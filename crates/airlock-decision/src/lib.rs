@@ -12,20 +12,14 @@
 
 use std::path::Path;
 
+use airlock_common::now_ms;
 use rusqlite::{Connection, OptionalExtension, params};
 
-pub use airlock_store::ledger::{Choice, Recorded};
+pub use airlock_store::ledger::{Choice, LedgerState, Recorded};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot record the decision: {0}")]
 pub struct DecisionError(#[from] rusqlite::Error);
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
 
 /// "Always allow" on a tool whose contract nobody reviewed (or that changed
 /// since) is the person's review of the contract the call asked under: the
@@ -98,18 +92,20 @@ pub fn record_decision(
     let mut conn = Connection::open(database)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     let now = now_ms();
-    let (state, kind) = match choice {
-        Choice::AllowOnce => ("approved", "once"),
-        Choice::AllowForRun => ("approved", "run"),
-        Choice::AllowAlways => ("approved", "always"),
-        Choice::Deny => ("denied", "once"),
-    };
     // The decision and, for 'always', its standing rule commit together.
     let tx = conn.transaction()?;
     let n = tx.execute(
         "UPDATE approvals SET state = ?1, decided_at_ms = ?2, decided_by = ?3, channel = ?4, choice = ?6
-         WHERE id = ?5 AND principal = ?3 AND state = 'pending' AND expires_at_ms > ?2",
-        params![state, now, principal, channel, id, kind],
+         WHERE id = ?5 AND principal = ?3 AND state = ?7 AND expires_at_ms > ?2",
+        params![
+            choice.state().as_str(),
+            now,
+            principal,
+            channel,
+            id,
+            choice.as_str(),
+            LedgerState::Pending.as_str()
+        ],
     )?;
     if n == 1 {
         if choice == Choice::AllowAlways {
@@ -140,15 +136,20 @@ pub fn record_decision(
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()?;
+    let row = row.map(|(state, owner, expires)| (LedgerState::parse(&state), owner, expires));
     Ok(match row {
         Some((_, owner, _)) if owner != principal => Recorded::NotFound,
-        Some((s, _, _)) if s == "expired" => Recorded::Expired,
-        Some((s, _, expires)) if s == "pending" && expires <= now => {
+        Some((Some(LedgerState::Expired), _, _)) => Recorded::Expired,
+        Some((Some(LedgerState::Pending), _, expires)) if expires <= now => {
             // Past its time but not yet retired: retire it, and say so.
             conn.execute(
-                "UPDATE approvals SET state = 'expired', detail = 'no decision in time'
-                 WHERE id = ?1 AND state = 'pending'",
-                params![id],
+                "UPDATE approvals SET state = ?2, detail = 'no decision in time'
+                 WHERE id = ?1 AND state = ?3",
+                params![
+                    id,
+                    LedgerState::Expired.as_str(),
+                    LedgerState::Pending.as_str()
+                ],
             )?;
             Recorded::Expired
         }

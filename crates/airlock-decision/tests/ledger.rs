@@ -1,6 +1,6 @@
 //! The ledger's races and edges, against a real store file.
 
-use airlock_decision::{Choice, Recorded, record_decision};
+use airlock_decision::{Choice, LedgerState, Recorded, record_decision};
 use airlock_store::ledger::{Expiry, FrozenCall, Waited};
 use airlock_store::{SqliteStore, Store};
 
@@ -32,7 +32,7 @@ fn approval_is_single_use() {
     let p = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
-    let id = p.id.clone();
+    let id = p.id().to_string();
     assert_eq!(
         record_decision(store.path(), &id, "me", Choice::AllowOnce, "cli").unwrap(),
         Recorded::Approved
@@ -42,19 +42,18 @@ fn approval_is_single_use() {
         record_decision(store.path(), &id, "me", Choice::AllowOnce, "cli").unwrap(),
         Recorded::NotFound
     );
+    // Two waiters (two hubs on one store) both see it approved...
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!("not approved")
     };
-    let a = *a;
-    let again = airlock_store::ledger::Approved {
-        id: a.id.clone(),
-        call: a.call.clone(),
-        choice: a.choice.clone(),
-        channel: a.channel.clone(),
+    let Waited::Approved(again) = store.ledger_waited(&id).unwrap() else {
+        panic!("not approved")
     };
-    // Claimed once; the second claim loses.
-    assert!(store.ledger_claim(a).unwrap().is_some());
-    assert!(store.ledger_claim(again).unwrap().is_none());
+    assert_eq!(a.choice(), Choice::AllowOnce);
+    // ...and only one claim wins; the row is then no longer approved.
+    assert!(store.ledger_claim(*a).unwrap().is_some());
+    assert!(store.ledger_claim(*again).unwrap().is_none());
+    assert!(matches!(store.ledger_waited(&id).unwrap(), Waited::Missing));
 }
 
 #[test]
@@ -64,7 +63,7 @@ fn other_principal_cannot_decide() {
         .ledger_create(&call("alice"), 60_000, 86_400_000)
         .unwrap();
     assert_eq!(
-        record_decision(store.path(), &p.id, "mallory", Choice::AllowOnce, "cli").unwrap(),
+        record_decision(store.path(), p.id(), "mallory", Choice::AllowOnce, "cli").unwrap(),
         Recorded::NotFound
     );
     assert!(matches!(store.ledger_look(p).unwrap(), Waited::Pending(_)));
@@ -76,7 +75,7 @@ fn late_decision_is_expired() {
     let p = store.ledger_create(&call("me"), 0, 86_400_000).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
     assert_eq!(
-        record_decision(store.path(), &p.id, "me", Choice::AllowOnce, "cli").unwrap(),
+        record_decision(store.path(), p.id(), "me", Choice::AllowOnce, "cli").unwrap(),
         Recorded::Expired
     );
     assert!(matches!(store.ledger_look(p).unwrap(), Waited::Expired));
@@ -91,7 +90,7 @@ fn decision_at_expiry_has_one_winner() {
         let p = store
             .ledger_create(&call("me"), 60_000, 86_400_000)
             .unwrap();
-        let id = p.id.clone();
+        let id = p.id().to_string();
         let path = store.path().to_path_buf();
         let person = std::thread::spawn(move || {
             record_decision(&path, &id, "me", Choice::AllowOnce, "cli").unwrap()
@@ -112,7 +111,7 @@ fn executing_at_crash_is_never_rerun() {
     let p = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
-    record_decision(store.path(), &p.id, "me", Choice::AllowOnce, "cli").unwrap();
+    record_decision(store.path(), p.id(), "me", Choice::AllowOnce, "cli").unwrap();
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!()
     };
@@ -126,7 +125,7 @@ fn executing_at_crash_is_never_rerun() {
     let rows = store.ledger_list(true).unwrap();
     assert!(
         rows.iter()
-            .any(|r| r.state == "failed" && r.detail == "interrupted, not retried")
+            .any(|r| r.state == LedgerState::Failed && r.detail == "interrupted, not retried")
     );
     assert!(matches!(
         store.ledger_look(waiting).unwrap(),
@@ -140,7 +139,7 @@ fn terminal_rows_lose_their_arguments_after_retention() {
     let p = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
-    record_decision(store.path(), &p.id, "me", Choice::Deny, "cli").unwrap();
+    record_decision(store.path(), p.id(), "me", Choice::Deny, "cli").unwrap();
     let live = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
@@ -148,9 +147,12 @@ fn terminal_rows_lose_their_arguments_after_retention() {
     // Retention of 1 ms: the next insert sweeps the denied row, not the live one.
     store.ledger_create(&call("me"), 60_000, 1).unwrap();
     let rows = store.ledger_list(true).unwrap();
-    let denied = rows.iter().find(|r| r.state == "denied").unwrap();
+    let denied = rows
+        .iter()
+        .find(|r| r.state == LedgerState::Denied)
+        .unwrap();
     assert_eq!(denied.call.arguments, "");
     assert_eq!(denied.call.args_digest, "sha256:00");
-    let pending = rows.iter().find(|r| r.id == live.id).unwrap();
+    let pending = rows.iter().find(|r| r.id == live.id()).unwrap();
     assert!(!pending.call.arguments.is_empty());
 }

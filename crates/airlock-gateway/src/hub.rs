@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use airlock_common::now_ms;
 use airlock_config::{Action, Config, Layer, RuleConfig};
 use airlock_policy::Policy;
 use airlock_store::ledger::StandingRule;
-use airlock_store::{CatalogKind, SourceStatus, Store, now_ms};
+use airlock_store::{CatalogKind, SourceStatus, Store};
 use airlock_upstream::{Downstream, Source, SourceState};
 use rmcp::ErrorData;
 use rmcp::model::{

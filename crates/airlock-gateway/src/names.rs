@@ -44,16 +44,6 @@ pub fn split(exposed: &str) -> Option<(&str, &str)> {
         .filter(|(s, n)| !s.is_empty() && !n.is_empty())
 }
 
-/// Up to three known names closest to `wanted`, best first.
-pub fn closest<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut scored: Vec<(f64, &str)> = known
-        .map(|k| (strsim::jaro_winkler(wanted, k), k))
-        .filter(|(score, _)| *score >= 0.7)
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    scored.into_iter().take(3).map(|(_, k)| k).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,13 +64,5 @@ mod tests {
         assert!(expose("fs", &"x".repeat(60), true).is_ok());
         assert_eq!(expose("fs", "read", false).unwrap(), "read");
         assert!(expose("fs", "read.file", false).is_err());
-    }
-
-    #[test]
-    fn closest_names_are_ranked() {
-        let known = ["demo__read_note", "demo__write_note", "other__zzz"];
-        let c = closest("demo__reed_note", known.iter().copied());
-        assert_eq!(c.first(), Some(&"demo__read_note"));
-        assert!(!c.contains(&"other__zzz"));
     }
 }

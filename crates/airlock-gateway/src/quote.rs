@@ -60,9 +60,7 @@ static TURNS: LazyLock<AhoCorasick> = LazyLock::new(|| {
 
 /// A fresh nonce for one call (128 random bits).
 pub(crate) fn nonce() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    hex::encode(bytes)
+    airlock_common::random::hex::<16>()
 }
 
 /// `text` from `source`, quoted for the model under `nonce`.

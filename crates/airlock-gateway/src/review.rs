@@ -22,7 +22,7 @@ pub(crate) fn lint_new(catalog: &Catalog, exposed: &str, definition: &Value) -> 
 }
 
 /// Where this much text is shown to a person, the rest is one flag away.
-const SHOWN: usize = 1200;
+const SHOWN: usize = 1200; // bytes
 
 /// What a person sees about the tool when a call to it waits: its
 /// description (whole, up to a cap), and, for a tool that changed since its
@@ -68,12 +68,7 @@ pub(crate) fn summary(
 }
 
 fn cap(text: &str) -> String {
-    if text.chars().count() <= SHOWN {
-        return text.to_string();
-    }
-    let head: String = text.chars().take(SHOWN).collect();
-    format!(
-        "{head}… ({} more characters; `airlock tools review --list` shows all)",
-        text.chars().count() - SHOWN
-    )
+    airlock_common::text::shorten(text, SHOWN, |n| {
+        format!(" ({n} bytes in all; `airlock tools review --list` shows all)")
+    })
 }

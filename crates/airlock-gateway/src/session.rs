@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use airlock_store::now_ms;
+use airlock_common::now_ms;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
     CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
@@ -21,7 +21,6 @@ use rmcp::{ErrorData, ServerHandler};
 
 use crate::catalog::UriRoute;
 use crate::hub::{Hub, SessionId};
-use crate::names;
 use crate::pipeline::{self, ToolCall};
 use crate::versions;
 
@@ -59,7 +58,7 @@ impl Session {
         match catalog.prompt(exposed) {
             Some(r) => Ok((r.source, r.upstream_name.clone())),
             None => {
-                let near = names::closest(exposed, catalog.prompt_names());
+                let near = airlock_common::closest(exposed, catalog.prompt_names());
                 let mut msg = format!("unknown prompt `{exposed}`");
                 if !near.is_empty() {
                     msg.push_str(&format!("; did you mean `{}`?", near.join("`, `")));

@@ -56,43 +56,141 @@ pub struct StandingRule {
     pub approval: String,
 }
 
+/// Where an approval row stands. The diagram above is the only way
+/// between these; the words are the ones stored and shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerState {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    Executing,
+    Executed,
+    Failed,
+}
+
+impl LedgerState {
+    pub const ALL: [LedgerState; 7] = [
+        LedgerState::Pending,
+        LedgerState::Approved,
+        LedgerState::Denied,
+        LedgerState::Expired,
+        LedgerState::Executing,
+        LedgerState::Executed,
+        LedgerState::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerState::Pending => "pending",
+            LedgerState::Approved => "approved",
+            LedgerState::Denied => "denied",
+            LedgerState::Expired => "expired",
+            LedgerState::Executing => "executing",
+            LedgerState::Executed => "executed",
+            LedgerState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<LedgerState> {
+        LedgerState::ALL.into_iter().find(|s| s.as_str() == word)
+    }
+
+    /// Nothing more will happen to a row in this state.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            LedgerState::Denied
+                | LedgerState::Expired
+                | LedgerState::Executed
+                | LedgerState::Failed
+        )
+    }
+}
+
+impl std::fmt::Display for LedgerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A row as `airlock pending` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApprovalRow {
     pub id: String,
-    pub state: String,
+    pub state: LedgerState,
     pub call: FrozenCall,
     pub created_at_ms: i64,
     pub expires_at_ms: i64,
     pub decided_by: Option<String>,
     pub channel: Option<String>,
     pub detail: String,
-    pub choice: String,
+    /// What the person chose; `None` until someone decides.
+    pub choice: Option<Choice>,
 }
 
-/// A row waiting for a person.
+/// A row waiting for a person. Only the store makes one, from a row that
+/// is pending.
 #[derive(Debug)]
 pub struct Pending {
-    pub id: String,
-    pub expires_at_ms: i64,
+    pub(crate) id: String,
+    pub(crate) expires_at_ms: i64,
 }
 
-/// A row a person approved; it has not run yet.
+impl Pending {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// When the approval expires, the moment every channel counts down to.
+    pub fn expires_at_ms(&self) -> i64 {
+        self.expires_at_ms
+    }
+}
+
+/// A row a person approved; it has not run yet. Only the store makes one,
+/// from a row that is approved.
 #[derive(Debug)]
 pub struct Approved {
-    pub id: String,
-    pub call: FrozenCall,
-    /// `once`, `run` (this tool, for the rest of the client session) or
-    /// `always`.
-    pub choice: String,
-    /// Where the person decided: `prompt`, `page` or `cli`.
-    pub channel: String,
+    pub(crate) id: String,
+    pub(crate) call: FrozenCall,
+    pub(crate) choice: Choice,
+    pub(crate) channel: String,
 }
 
-/// A claimed row: the call is running, and can run only this once.
+impl Approved {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The call as it asked: what the person was shown.
+    pub fn call(&self) -> &FrozenCall {
+        &self.call
+    }
+
+    /// Which of the allowing choices the person made.
+    pub fn choice(&self) -> Choice {
+        self.choice
+    }
+
+    /// Where the person decided: `prompt`, `page` or `cli`.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+}
+
+/// A claimed row: the call is running, and can run only this once. Only
+/// the store makes one, by claiming an [`Approved`].
 #[derive(Debug)]
 pub struct Executing {
-    pub id: String,
+    pub(crate) id: String,
+}
+
+impl Executing {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 /// Where a pending row stands when the waiting call looks.
@@ -162,6 +260,28 @@ impl Choice {
     pub fn parse(word: &str) -> Option<Choice> {
         Choice::ALL.into_iter().find(|c| c.as_str() == word)
     }
+
+    /// The state a row moves to when a person makes this choice.
+    pub fn state(self) -> LedgerState {
+        match self {
+            Choice::Deny => LedgerState::Denied,
+            _ => LedgerState::Approved,
+        }
+    }
+}
+
+impl Serialize for Choice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Choice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Choice, D::Error> {
+        let word = String::deserialize(d)?;
+        Choice::parse(&word)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown choice `{word}`")))
+    }
 }
 
 /// What recording a choice did.
@@ -182,14 +302,7 @@ pub const ARGS_SHOWN: usize = 4096;
 /// `text` cut to at most [`ARGS_SHOWN`] bytes (at a character boundary),
 /// saying how long it was when cut: what a person is shown of arguments.
 pub fn shown(text: &str) -> String {
-    if text.len() <= ARGS_SHOWN {
-        return text.to_string();
-    }
-    let mut end = ARGS_SHOWN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &text[..end], text.len())
+    airlock_common::text::shorten(text, ARGS_SHOWN, |n| format!(" ({n} bytes in all)"))
 }
 
 #[cfg(test)]

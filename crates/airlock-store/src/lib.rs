@@ -9,6 +9,8 @@
 //!
 //! This crate knows nothing about MCP beyond storing definitions as JSON.
 
+use airlock_common::now_ms;
+
 pub mod ledger;
 mod sqlite;
 
@@ -260,6 +262,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<ledger::Pending>;
     /// Where a pending row stands now.
     fn ledger_look(&self, pending: ledger::Pending) -> Result<ledger::Waited>;
+    /// Where approval `id` stands now, for a call that learns its id from
+    /// an answer rather than by waiting (a sealed retry). Two hubs may both
+    /// hold an [`ledger::Approved`] for one row; only one claim wins.
+    fn ledger_waited(&self, id: &str) -> Result<ledger::Waited>;
     /// pending → expired, unless a decision committed first.
     fn ledger_expire(&self, pending: ledger::Pending) -> Result<ledger::Expiry>;
     /// approved → executing; `None` if it was already claimed.
@@ -289,12 +295,4 @@ pub trait Reviews {
     fn pin_contract(&self, contract: &PinnedContract) -> Result<()>;
     /// Approves the exact command a stdio source runs.
     fn pin_command(&self, source: &str, fingerprint: &str, reviewer: &str) -> Result<()>;
-}
-
-/// Unix time in milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }

@@ -17,8 +17,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use airlock_store::ledger::{self, Choice, Recorded};
-use airlock_store::{Store, now_ms};
+use airlock_common::now_ms;
+use airlock_store::Store;
+use airlock_store::ledger::{self, Choice, LedgerState, Recorded};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
@@ -78,9 +79,7 @@ pub enum PageError {
 }
 
 fn token() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source is available");
-    hex::encode(bytes)
+    airlock_common::random::hex::<32>()
 }
 
 impl ApprovalPage {
@@ -336,7 +335,7 @@ async fn pending(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Respons
     let principal = inner.desk.principal();
     let list: Vec<Waiting> = rows
         .into_iter()
-        .filter(|r| r.state == "pending" && r.call.principal == principal)
+        .filter(|r| r.state == LedgerState::Pending && r.call.principal == principal)
         .map(|r| Waiting {
             arguments: shown_arguments(&inner.scrub, &r.call.arguments),
             id: r.id,

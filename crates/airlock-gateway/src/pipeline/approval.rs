@@ -10,10 +10,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use airlock_common::now_ms;
 use airlock_config::Action;
 use airlock_policy::{Decision, contract};
-use airlock_store::ledger::{Executing, Expiry, FrozenCall, Pending, Waited};
-use airlock_store::{AuditKind, AuditRecord, now_ms};
+use airlock_store::ledger::{Choice, Executing, Expiry, FrozenCall, Pending, Waited};
+use airlock_store::{AuditKind, AuditRecord};
 use rmcp::model::{CallToolResponse, JsonObject, ProgressNotificationParam};
 use serde_json::Value;
 
@@ -111,14 +112,14 @@ pub(crate) async fn ask(
             ));
         }
     };
-    let id = pending.id.clone();
+    let id = pending.id().to_string();
     // The person running the hub sees this; the model never gets the id.
     tracing::warn!(
         tool = %frozen.tool,
         "approval needed: run `airlock approve {id}` or `airlock deny {id}` (`airlock pending` lists them)"
     );
     let mut asking =
-        prompt::can_ask(hub, call).then(|| prompt::form(&frozen, pending.expires_at_ms));
+        prompt::can_ask(hub, call).then(|| prompt::form(&frozen, pending.expires_at_ms()));
     // A client that can show the form asks the person itself; otherwise
     // point them at the approval page. (The page lists every waiting call
     // either way.)
@@ -157,7 +158,7 @@ async fn wait(
     wake: &tokio::sync::Notify,
 ) -> Approval {
     // The approval's own expiry, the moment every channel counts down to.
-    let left = (pending.expires_at_ms - now_ms()).max(0) as u64;
+    let left = (pending.expires_at_ms() - now_ms()).max(0) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(left);
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.tick().await;
@@ -227,8 +228,8 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
             let shown = airlock_upstream::Secrets::scrub(hub.secrets.as_ref(), &canonical);
             // Bound both ways: to the digest, and to the copy the person
             // was shown (a record altered after the fact runs nothing).
-            if contract::digest_canonical(&canonical) != approved.call.args_digest
-                || shown != approved.call.arguments
+            if contract::digest_canonical(&canonical) != approved.call().args_digest
+                || shown != approved.call().arguments
             {
                 let _ = hub.store.ledger_refuse(
                     approved,
@@ -241,7 +242,7 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
             }
             // Policy again, on the stored call: a rule added while the
             // call waited is enforced.
-            let Some(route) = hub.catalog().tool(&approved.call.tool).cloned() else {
+            let Some(route) = hub.catalog().tool(&approved.call().tool).cloned() else {
                 let _ = hub.store.ledger_refuse(approved, "the tool is gone");
                 return Some(Approval::Refused(Outcome::Failed(
                     "the tool is no longer offered by its source".into(),
@@ -250,7 +251,7 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
             let now = decide::evaluate(
                 hub,
                 &hub.catalog(),
-                &approved.call.tool,
+                &approved.call().tool,
                 route.source,
                 &route.upstream_name,
                 Some(&Value::Object(stored.clone())),
@@ -268,22 +269,22 @@ pub(crate) fn settle(hub: &Hub, call: &ToolCall, waited: Waited) -> Option<Appro
                     ),
                 }));
             }
-            let by = approved.call.principal.clone();
-            let choice = approved.choice.clone();
-            let channel = approved.channel.clone();
-            let contract = approved.call.contract_digest.clone();
+            let by = approved.call().principal.clone();
+            let choice = approved.choice();
+            let channel = approved.channel().to_string();
+            let contract = approved.call().contract_digest.clone();
             match hub.store.ledger_claim(approved) {
                 Ok(Some(executing)) => {
-                    let what = match choice.as_str() {
-                        "run" => {
+                    let what = match choice {
+                        Choice::AllowForRun => {
                             hub.grant_run(call.session, &call.params.name, &contract);
                             "approved for this run"
                         }
-                        "always" => {
+                        Choice::AllowAlways => {
                             hub.forget_cached_reviews();
                             "approved always"
                         }
-                        _ => "approved",
+                        Choice::AllowOnce | Choice::Deny => "approved",
                     };
                     // The person's yes is on record before the call runs,
                     // or the call does not run (fail closed).

@@ -117,12 +117,5 @@ pub(crate) fn step_name(step: Step) -> &'static str {
 }
 
 fn excerpt(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    airlock_common::text::shorten(text, max, |_| String::new())
 }

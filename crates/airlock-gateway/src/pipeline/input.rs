@@ -125,7 +125,7 @@ impl ParkedCalls {
                 return Err(running);
             }
         };
-        let key = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        let key = format!("{STATE_PREFIX}{}", airlock_common::random::hex::<16>());
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         calls.retain(|_, p| p.expires > now && !p.reply.is_closed());

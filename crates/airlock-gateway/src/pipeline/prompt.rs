@@ -17,9 +17,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use airlock_common::now_ms;
 use airlock_policy::contract;
 use airlock_store::ledger::{self, Choice, FrozenCall, Pending, Recorded};
-use airlock_store::now_ms;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResponse, ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult,
@@ -180,11 +180,11 @@ pub(crate) fn input_required(
     form: ElicitRequestParams,
 ) -> CallToolResponse {
     let state = hub.seals.seal(
-        &pending.id,
+        pending.id(),
         &frozen.principal,
         &frozen.tool,
         &frozen.args_digest,
-        pending.expires_at_ms,
+        pending.expires_at_ms(),
     );
     let requests = BTreeMap::from([(
         APPROVAL_KEY.to_string(),
@@ -263,11 +263,7 @@ pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
             )));
         }
     }
-    let pending = Pending {
-        id: row.id,
-        expires_at_ms: row.expires_at_ms,
-    };
-    match hub.store.ledger_look(pending) {
+    match hub.store.ledger_waited(&row.id) {
         Ok(waited) => approval::settle(hub, call, waited)
             .unwrap_or(Approval::Refused(Outcome::Declined(TIMED_OUT))),
         Err(e) => Approval::Refused(Outcome::Failed(format!(

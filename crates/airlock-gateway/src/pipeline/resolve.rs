@@ -21,7 +21,7 @@ pub(crate) fn tool(hub: &Hub, exposed: &str) -> Result<Target, ErrorData> {
         });
     }
     let mut message = format!("unknown tool `{exposed}`");
-    let near = names::closest(exposed, catalog.tool_names());
+    let near = airlock_common::closest(exposed, catalog.tool_names());
     if !near.is_empty() {
         message.push_str(&format!("; did you mean {}?", quoted(&near)));
     } else if let Some((source, _)) = names::split(exposed) {

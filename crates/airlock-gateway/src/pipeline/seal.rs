@@ -64,10 +64,8 @@ pub(crate) struct Sealer {
 
 impl Sealer {
     pub(crate) fn new() -> Sealer {
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).expect("the OS random source is available");
         Sealer {
-            key,
+            key: airlock_common::random::bytes(),
             spent: Mutex::new(HashMap::new()),
         }
     }
@@ -85,14 +83,12 @@ impl Sealer {
         digest: &str,
         expires_at_ms: i64,
     ) -> String {
-        let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).expect("the OS random source is available");
         let claims = Claims {
             approval: approval.into(),
             principal: principal.into(),
             tool: tool.into(),
             digest: digest.into(),
-            nonce: hex::encode(nonce),
+            nonce: airlock_common::random::hex::<16>(),
             expires_at_ms,
         };
         let payload = serde_json::to_vec(&claims).expect("claims serialize");

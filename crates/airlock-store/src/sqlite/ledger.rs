@@ -3,8 +3,51 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::ledger::{ApprovalRow, Approved, Executing, Expiry, FrozenCall, Pending, Waited};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+
+use crate::ledger::{
+    ApprovalRow, Approved, Choice, Executing, Expiry, FrozenCall, LedgerState, Pending, Waited,
+};
 use crate::{Result, now_ms};
+
+// The SQL edge: states and choices are stored as their words.
+
+impl ToSql for LedgerState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+impl FromSql for LedgerState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let word = value.as_str()?;
+        LedgerState::parse(word).ok_or_else(|| FromSqlError::Other(unknown("state", word)))
+    }
+}
+
+impl ToSql for Choice {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(self.as_str().into())
+    }
+}
+
+/// The `choice` column: empty until a person decides.
+fn choice_of(value: String) -> rusqlite::Result<Option<Choice>> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    Choice::parse(&value).map(Some).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            17,
+            rusqlite::types::Type::Text,
+            unknown("choice", &value),
+        )
+    })
+}
+
+fn unknown(what: &str, word: &str) -> Box<dyn std::error::Error + Send + Sync> {
+    format!("unknown approval {what} `{word}` in the store").into()
+}
 
 pub(super) fn create(
     conn: &Connection,
@@ -17,9 +60,14 @@ pub(super) fn create(
     // the retention period (the audit keeps their digests). Best effort.
     if let Err(e) = conn.execute(
         "UPDATE approvals SET arguments = NULL
-         WHERE arguments IS NOT NULL AND state IN ('executed', 'failed', 'denied', 'expired')
-           AND created_at_ms < ?1",
-        params![now - retention_ms],
+         WHERE arguments IS NOT NULL AND state IN (?2, ?3, ?4, ?5) AND created_at_ms < ?1",
+        params![
+            now - retention_ms,
+            LedgerState::Executed,
+            LedgerState::Failed,
+            LedgerState::Denied,
+            LedgerState::Expired
+        ],
     ) {
         tracing::warn!(error = %e, "approval retention sweep failed");
     }
@@ -27,8 +75,9 @@ pub(super) fn create(
     let expires = now + ttl_ms;
     conn.execute(
         "INSERT INTO approvals (id, state, principal, session, source, connection, tool, upstream,
-             arguments, args_digest, reason, description, created_at_ms, expires_at_ms, contract_digest)
-         VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+             arguments, args_digest, reason, description, created_at_ms, expires_at_ms, contract_digest,
+             choice)
+         VALUES (?1, ?15, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, '')",
         params![
             id,
             call.principal,
@@ -43,7 +92,8 @@ pub(super) fn create(
             call.description,
             now,
             expires,
-            call.contract_digest
+            call.contract_digest,
+            LedgerState::Pending
         ],
     )?;
     Ok(Pending {
@@ -53,10 +103,7 @@ pub(super) fn create(
 }
 
 fn new_id() -> String {
-    // 128 random bits from the OS, via the same source SQLite seeds from.
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the OS random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    airlock_common::random::hex::<16>()
 }
 
 pub(super) fn row(conn: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
@@ -94,43 +141,45 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
         decided_by: r.get(14)?,
         channel: r.get(15)?,
         detail: r.get(16)?,
-        choice: r.get(17)?,
+        choice: choice_of(r.get(17)?)?,
     })
 }
 
 fn waited(row: Option<ApprovalRow>) -> Waited {
     match row {
         None => Waited::Missing,
-        Some(r) => match r.state.as_str() {
-            "pending" => Waited::Pending(Pending {
+        Some(r) => match (r.state, r.choice) {
+            (LedgerState::Pending, _) => Waited::Pending(Pending {
                 id: r.id,
                 expires_at_ms: r.expires_at_ms,
             }),
-            "approved" => Waited::Approved(Box::new(Approved {
-                id: r.id,
-                call: r.call,
-                choice: r.choice,
-                channel: r.channel.unwrap_or_default(),
-            })),
-            "denied" => Waited::Denied {
+            (LedgerState::Approved, Some(choice)) if choice != Choice::Deny => {
+                Waited::Approved(Box::new(Approved {
+                    id: r.id,
+                    call: r.call,
+                    choice,
+                    channel: r.channel.unwrap_or_default(),
+                }))
+            }
+            (LedgerState::Denied, _) => Waited::Denied {
                 by: r.decided_by.unwrap_or_default(),
                 channel: r.channel.unwrap_or_default(),
             },
-            "expired" => Waited::Expired,
+            (LedgerState::Expired, _) => Waited::Expired,
             _ => Waited::Missing,
         },
     }
 }
 
-pub(super) fn look(conn: &Connection, pending: Pending) -> Result<Waited> {
-    Ok(waited(row(conn, &pending.id)?))
+pub(super) fn look(conn: &Connection, id: &str) -> Result<Waited> {
+    Ok(waited(row(conn, id)?))
 }
 
 pub(super) fn expire(conn: &Connection, pending: Pending) -> Result<Expiry> {
     let n = conn.execute(
-        "UPDATE approvals SET state = 'expired', detail = 'no decision in time'
-         WHERE id = ?1 AND state = 'pending'",
-        params![pending.id],
+        "UPDATE approvals SET state = ?2, detail = 'no decision in time'
+         WHERE id = ?1 AND state = ?3",
+        params![pending.id, LedgerState::Expired, LedgerState::Pending],
     )?;
     if n == 1 {
         return Ok(Expiry::Expired);
@@ -141,16 +190,16 @@ pub(super) fn expire(conn: &Connection, pending: Pending) -> Result<Expiry> {
 
 pub(super) fn claim(conn: &Connection, approved: Approved) -> Result<Option<Executing>> {
     let n = conn.execute(
-        "UPDATE approvals SET state = 'executing' WHERE id = ?1 AND state = 'approved'",
-        params![approved.id],
+        "UPDATE approvals SET state = ?2 WHERE id = ?1 AND state = ?3",
+        params![approved.id, LedgerState::Executing, LedgerState::Approved],
     )?;
     Ok((n == 1).then_some(Executing { id: approved.id }))
 }
 
 pub(super) fn refuse(conn: &Connection, approved: Approved, why: &str) -> Result<()> {
     conn.execute(
-        "UPDATE approvals SET state = 'failed', detail = ?2 WHERE id = ?1 AND state = 'approved'",
-        params![approved.id, why],
+        "UPDATE approvals SET state = ?3, detail = ?2 WHERE id = ?1 AND state = ?4",
+        params![approved.id, why, LedgerState::Failed, LedgerState::Approved],
     )?;
     Ok(())
 }
@@ -162,8 +211,17 @@ pub(super) fn finish(
     detail: &str,
 ) -> Result<()> {
     conn.execute(
-        "UPDATE approvals SET state = ?2, detail = ?3 WHERE id = ?1 AND state = 'executing'",
-        params![executing.id, if ok { "executed" } else { "failed" }, detail],
+        "UPDATE approvals SET state = ?2, detail = ?3 WHERE id = ?1 AND state = ?4",
+        params![
+            executing.id,
+            if ok {
+                LedgerState::Executed
+            } else {
+                LedgerState::Failed
+            },
+            detail,
+            LedgerState::Executing
+        ],
     )?;
     Ok(())
 }
@@ -172,14 +230,18 @@ pub(super) fn finish(
 /// pending rows from before are expired.
 pub(super) fn recover(conn: &Connection) -> Result<(usize, usize)> {
     let failed = conn.execute(
-        "UPDATE approvals SET state = 'failed', detail = 'interrupted, not retried'
-         WHERE state = 'executing'",
-        [],
+        "UPDATE approvals SET state = ?1, detail = 'interrupted, not retried'
+         WHERE state = ?2",
+        params![LedgerState::Failed, LedgerState::Executing],
     )?;
     let expired = conn.execute(
-        "UPDATE approvals SET state = 'expired', detail = 'the hub restarted before a decision'
-         WHERE state IN ('pending', 'approved')",
-        [],
+        "UPDATE approvals SET state = ?1, detail = 'the hub restarted before a decision'
+         WHERE state IN (?2, ?3)",
+        params![
+            LedgerState::Expired,
+            LedgerState::Pending,
+            LedgerState::Approved
+        ],
     )?;
     Ok((failed, expired))
 }
@@ -189,10 +251,10 @@ pub(super) fn list(conn: &Connection, all: bool) -> Result<Vec<ApprovalRow>> {
         "SELECT id, state, principal, session, source, connection, tool, upstream,
                 COALESCE(arguments, ''), args_digest, reason, description,
                 created_at_ms, expires_at_ms, decided_by, channel, detail, choice, contract_digest
-         FROM approvals WHERE ?1 OR (state = 'pending' AND expires_at_ms > ?2)
+         FROM approvals WHERE ?1 OR (state = ?3 AND expires_at_ms > ?2)
          ORDER BY created_at_ms",
     )?;
-    let rows = stmt.query_map(params![all, now_ms()], read_row)?;
+    let rows = stmt.query_map(params![all, now_ms(), LedgerState::Pending], read_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 

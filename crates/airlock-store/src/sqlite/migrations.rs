@@ -104,6 +104,14 @@ const MIGRATIONS: &[&str] = &[
         created_by    TEXT NOT NULL,
         approval      TEXT NOT NULL
     );",
+    // 7: one vocabulary for choices, the words forms and the page use;
+    //    empty until a person decides.
+    "UPDATE approvals SET choice = CASE
+        WHEN decided_at_ms IS NULL THEN ''
+        WHEN state = 'denied' THEN 'deny'
+        WHEN choice = 'run' THEN 'allow_for_run'
+        WHEN choice = 'always' THEN 'always_allow'
+        ELSE 'allow_once' END;",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {
@@ -126,4 +134,49 @@ pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_stored_in_the_old_words_read_in_the_one_vocabulary() {
+        let conn = Connection::open_in_memory().unwrap();
+        for sql in &MIGRATIONS[..6] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.execute_batch("PRAGMA user_version = 6").unwrap();
+        for (id, state, decided, choice) in [
+            ("p", "pending", None, "once"),
+            ("o", "executed", Some(1), "once"),
+            ("r", "executing", Some(1), "run"),
+            ("a", "approved", Some(1), "always"),
+            ("d", "denied", Some(1), "once"),
+        ] {
+            conn.execute(
+                "INSERT INTO approvals (id, state, principal, session, source, connection, tool,
+                     upstream, args_digest, reason, description, created_at_ms, expires_at_ms,
+                     decided_at_ms, choice)
+                 VALUES (?1, ?2, 'me', 's', 'x', 'x', 'x__t', 't', '', '', '', 0, 0, ?3, ?4)",
+                rusqlite::params![id, state, decided, choice],
+            )
+            .unwrap();
+        }
+        apply(&conn, Path::new("test.db")).unwrap();
+        let choice = |id: &str| -> String {
+            conn.query_row("SELECT choice FROM approvals WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap()
+        };
+        assert_eq!(choice("p"), "");
+        assert_eq!(choice("o"), "allow_once");
+        assert_eq!(choice("r"), "allow_for_run");
+        assert_eq!(choice("a"), "always_allow");
+        assert_eq!(choice("d"), "deny");
+        for word in ["allow_once", "allow_for_run", "always_allow", "deny"] {
+            assert!(crate::ledger::Choice::parse(word).is_some(), "{word}");
+        }
+    }
 }

@@ -456,7 +456,11 @@ impl Store for SqliteStore {
     }
 
     fn ledger_look(&self, pending: crate::ledger::Pending) -> Result<crate::ledger::Waited> {
-        ledger::look(&self.conn(), pending)
+        ledger::look(&self.conn(), &pending.id)
+    }
+
+    fn ledger_waited(&self, id: &str) -> Result<crate::ledger::Waited> {
+        ledger::look(&self.conn(), id)
     }
 
     fn ledger_expire(&self, pending: crate::ledger::Pending) -> Result<crate::ledger::Expiry> {
