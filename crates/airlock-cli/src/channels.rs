@@ -38,14 +38,14 @@ pub async fn attach(
     let weak = Arc::downgrade(hub);
     let desk = Arc::new(Desk::new(
         database,
-        hub.principal.clone(),
+        hub.principal().to_string(),
         Box::new(move |id| {
             if let Some(hub) = weak.upgrade() {
                 hub.wake_approval(id);
             }
         }),
     ));
-    let mut mode = hub.config.hub.approval_page;
+    let mut mode = hub.settings().approval_page;
     // For machines without a desktop (and test runs): print, never open.
     if mode == PageMode::Open && std::env::var_os("AIRLOCK_NO_BROWSER").is_some() {
         mode = PageMode::Print;
@@ -53,7 +53,7 @@ pub async fn attach(
     let page = if mode == PageMode::Off {
         None
     } else {
-        let secrets = hub.secrets.clone();
+        let secrets = hub.secrets().clone();
         let page = ApprovalPage::bind(
             ([127, 0, 0, 1], 0).into(),
             store,
@@ -61,7 +61,7 @@ pub async fn attach(
             Arc::new(move |text| Secrets::scrub(secrets.as_ref(), text)),
         )
         .await?;
-        page.serve(hub.shutdown.child_token());
+        page.serve(hub.shutdown().child_token());
         tracing::info!(addr = %page.addr(), "approval page listening on loopback");
         Some(page)
     };

@@ -39,7 +39,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         let timeout = config.hub.connect_timeout;
         let hub = Hub::start(config, store, secrets);
         hub.settled(timeout).await;
-        for s in &hub.sources {
+        for s in hub.sources() {
             let state = s.state();
             if state.label() == "ready" {
                 let snap = s.snapshot();
@@ -66,7 +66,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
                 w.source, w.name, w.reason
             );
         }
-        for (tool, findings) in hub.withheld_for_review() {
+        for (tool, findings) in hub.view().withheld_for_review() {
             println!(
                 "warn  `{tool}` is not shown to clients until it is reviewed (`airlock tools review`): {}",
                 findings.join("; ")

@@ -74,7 +74,7 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
 }
 
 fn report_sources(hub: &Hub) {
-    for s in &hub.sources {
+    for s in hub.sources() {
         let state = s.state();
         match state.label() {
             "ready" => tracing::info!(
@@ -105,7 +105,7 @@ async fn stop_on_signal(hub: Arc<Hub>) {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("stopping");
-    hub.shutdown.cancel();
+    hub.shutdown().cancel();
 }
 
 /// SIGHUP re-reads the config and the managed policy file. A file that no

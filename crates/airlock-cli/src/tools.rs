@@ -69,7 +69,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         let hub = Hub::start(config, shared, home::hub_secrets()?);
         hub.settled(timeout).await;
         let failed: Vec<String> = hub
-            .sources
+            .sources()
             .iter()
             .filter(|s| s.state().label() != "ready")
             .map(|s| format!("{}: {}", s.name(), s.state().detail()))
@@ -81,7 +81,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             else {
                 continue;
             };
-            let source = hub.sources[route.source].name().to_string();
+            let source = catalog.source_name(route.source).to_string();
             let previous = store.pinned_contract(&source, &route.upstream_name)?;
             if previous.as_ref().is_some_and(|p| p.digest == c.digest) {
                 continue;

@@ -26,7 +26,7 @@ pub async fn listen(hub: Arc<Hub>, path: PathBuf) -> std::io::Result<()> {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = hub.shutdown.cancelled() => break,
+            _ = hub.shutdown().cancelled() => break,
         };
         let Ok((stream, _)) = accepted else { continue };
         let hub = hub.clone();
@@ -41,7 +41,7 @@ pub async fn listen(hub: Arc<Hub>, path: PathBuf) -> std::io::Result<()> {
                 {
                     hub.wake_approval(id);
                 } else if line == "page" {
-                    let link = hub.channels().and_then(|c| c.page_link());
+                    let link = hub.approvals.channels().and_then(|c| c.page_link());
                     let reply = link.map_or("none\n".to_string(), |l| format!("link {l}\n"));
                     let _ = write.write_all(reply.as_bytes()).await;
                 }

@@ -31,12 +31,12 @@ pub struct Session {
 
 impl Session {
     pub fn new(hub: Arc<Hub>) -> Session {
-        let id = hub.new_id();
+        let id = hub.clients.new_id();
         Session { hub, id }
     }
 
     fn remember(&self, context: &RequestContext<RoleServer>) {
-        self.hub.register_session(self.id, context.peer.clone());
+        self.hub.clients.register(self.id, context.peer.clone());
     }
 
     fn resource_source(&self, uri: &str) -> Result<usize, ErrorData> {
@@ -74,8 +74,10 @@ impl Session {
         source: usize,
         request: ClientRequest,
     ) -> Result<ServerResult, ErrorData> {
-        let timeout = self.hub.call_timeout(source);
-        self.hub.sources[source]
+        let timeout = self.hub.sources.call_timeout(source);
+        self.hub
+            .sources
+            .get(source)
             .request(request, timeout)
             .await
             .map_err(|e| self.upstream_error(e))
@@ -136,7 +138,9 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.remember(&context);
-        Ok(ListToolsResult::with_all_items(self.hub.visible_tools()))
+        Ok(ListToolsResult::with_all_items(
+            self.hub.view().visible_tools(),
+        ))
     }
 
     async fn call_tool(
@@ -149,7 +153,7 @@ impl ServerHandler for Session {
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
         let call = ToolCall {
-            id: self.hub.new_id(),
+            id: self.hub.clients.new_id(),
             progress: context.meta.get_progress_token(),
             capabilities: context.client_capabilities(),
             modern,
@@ -181,8 +185,10 @@ impl ServerHandler for Session {
         let (source, upstream) = self.prompt_route(&request.name)?;
         request.name = upstream;
         request.meta = None;
-        let timeout = self.hub.call_timeout(source);
-        self.hub.sources[source]
+        let timeout = self.hub.sources.call_timeout(source);
+        self.hub
+            .sources
+            .get(source)
             .get_prompt(request, timeout)
             .await
             .map(versions::prompt)
@@ -216,8 +222,10 @@ impl ServerHandler for Session {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let source = self.resource_source(&request.uri)?;
         request.meta = None;
-        let timeout = self.hub.call_timeout(source);
-        self.hub.sources[source]
+        let timeout = self.hub.sources.call_timeout(source);
+        self.hub
+            .sources
+            .get(source)
             .read_resource(request, timeout)
             .await
             .map(versions::resource)
@@ -272,7 +280,10 @@ impl ServerHandler for Session {
                 ));
             }
         };
-        if self.hub.sources[source]
+        if self
+            .hub
+            .sources
+            .get(source)
             .snapshot()
             .capabilities
             .completions
@@ -304,7 +315,7 @@ impl ServerHandler for Session {
         self.remember(&context);
         // The level applies to every source that logs; one that fails to
         // take it does not stop the others.
-        for (i, source) in self.hub.sources.iter().enumerate() {
+        for (i, source) in self.hub.sources().iter().enumerate() {
             if source.snapshot().capabilities.logging.is_some() {
                 let req = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
                 if let Err(e) = self.relay(i, req).await {

@@ -198,7 +198,7 @@ tool = "web__read"
         let hub = hub.clone();
         Desk::new(
             database,
-            hub.principal.clone(),
+            hub.principal().to_string(),
             Box::new(move |id| hub.wake_approval(id)),
         )
     };

@@ -31,7 +31,7 @@ pub struct HttpFace {
 
 impl HttpFace {
     pub async fn bind(hub: &Hub, addr: SocketAddr) -> Result<HttpFace, BindError> {
-        if !addr.ip().is_loopback() && !hub.config.hub.allow_non_loopback {
+        if !addr.ip().is_loopback() && !hub.settings().allow_non_loopback {
             return Err(BindError::NotLoopback(addr));
         }
         let listener = tokio::net::TcpListener::bind(addr)
@@ -48,9 +48,9 @@ impl HttpFace {
     pub async fn serve(self, hub: Arc<Hub>, token: Arc<dyn ClientToken>) -> std::io::Result<()> {
         let port = self.addr.port();
         let mut config = StreamableHttpServerConfig::default()
-            .with_cancellation_token(hub.shutdown.child_token())
-            .with_max_request_body_bytes(hub.config.hub.max_message_bytes);
-        if !hub.config.hub.allow_non_loopback {
+            .with_cancellation_token(hub.shutdown().child_token())
+            .with_max_request_body_bytes(hub.settings().max_message_bytes);
+        if !hub.settings().allow_non_loopback {
             // DNS rebinding: only loopback names in Host, and a browser
             // page may only call from a loopback origin on this port.
             config = config
@@ -82,7 +82,7 @@ impl HttpFace {
             sessions.clone(),
             config,
         );
-        let limit = hub.config.hub.max_message_bytes;
+        let limit = hub.settings().max_message_bytes;
         let router = axum::Router::new()
             .nest_service("/mcp", service)
             .layer(axum::middleware::from_fn_with_state(limit, check_json_rpc))
@@ -92,7 +92,7 @@ impl HttpFace {
             ))
             // Outermost: nothing is parsed for a request without the token.
             .layer(axum::middleware::from_fn_with_state(token, require_token));
-        let shutdown = hub.shutdown.clone();
+        let shutdown = hub.shutdown().clone();
         axum::serve(self.listener, router)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await

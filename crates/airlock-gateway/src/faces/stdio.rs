@@ -15,10 +15,10 @@ pub async fn serve(hub: Arc<Hub>) -> anyhow::Result<()> {
     let transport = LineTransport::new(
         tokio::io::BufReader::new(input),
         output,
-        hub.config.hub.max_message_bytes,
+        hub.settings().max_message_bytes,
     );
     let running = Session::new(hub.clone())
-        .serve_with_ct(transport, hub.shutdown.child_token())
+        .serve_with_ct(transport, hub.shutdown().child_token())
         .await?;
     running.waiting().await?;
     Ok(())

@@ -7,12 +7,14 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     ProgressNotificationParam,
 };
-use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{Target, ToolCall, input};
-use crate::hub::{Hub, InFlightGuard};
+use airlock_store::ledger::Executing;
+
+use super::stage::Proof;
+use super::{Allowed, Target, ToolCall, input};
+use crate::hub::{Hub, InFlight, InFlightGuard};
 use crate::versions;
 
 /// How the upstream call ended.
@@ -61,35 +63,39 @@ impl Outcome {
     }
 }
 
-pub(crate) async fn tool(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
-    // A retry carrying airlock's own requestState re-attaches to a call
-    // that was waiting for this client's input.
-    if let Some(state) = call
-        .params
-        .request_state
-        .as_deref()
-        .filter(|s| s.starts_with(input::STATE_PREFIX))
-    {
-        return match hub.parked.resume(
-            state,
-            &call.params.name,
-            call.params.input_responses.as_ref(),
-        ) {
-            Ok(running) => {
-                attach(
-                    hub,
-                    call,
-                    target.source,
-                    running,
-                    hub.call_timeout(target.source),
-                )
-                .await
-            }
-            Err(why) => {
-                Outcome::Refused(ErrorData::invalid_params(format!("airlock: {why}"), None))
-            }
-        };
+/// A call that went to its source (or tried to), and how it ended.
+pub(crate) struct Ran {
+    pub call: ToolCall,
+    pub outcome: Outcome,
+    /// The approval it spent, to be closed with the outcome.
+    pub claim: Option<Executing>,
+}
+
+/// Sends an allowed call to its source and waits for the answer.
+pub(crate) async fn tool(hub: &Hub, allowed: Allowed) -> Ran {
+    let (call, target, proof) = allowed.into_parts();
+    let sources = &hub.sources;
+    let mut claim = None;
+    let outcome = match proof {
+        // A retry re-attaches to the call that was waiting for its input.
+        Proof::Resumed(resumed) => {
+            let timeout = sources.call_timeout(target.source);
+            attach(hub, &call, target.source, resumed.into_running(), timeout).await
+        }
+        Proof::Person(executing) => {
+            claim = Some(executing);
+            start(hub, &call, &target).await
+        }
+        Proof::Policy | Proof::RunGrant => start(hub, &call, &target).await,
+    };
+    Ran {
+        call,
+        outcome,
+        claim,
     }
+}
+
+async fn start(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
     if call.modern {
         detached(hub, call, target).await
     } else {
@@ -112,7 +118,7 @@ fn answered(hub: &Hub, source: usize, result: Result<CallToolResponse, UpstreamE
     match result {
         Ok(CallToolResponse::Complete(mut r)) => {
             // Upstream text never speaks with airlock's voice.
-            let source = &hub.sources[source];
+            let source = hub.sources.get(source);
             if source.config.quote_output {
                 crate::quote::result(source.name(), &mut r);
             }
@@ -134,24 +140,41 @@ type Started = (
 /// request the source makes of the client during this call finds its way
 /// back to this client.
 async fn send(
-    hub: &Arc<Hub>,
+    hub: &Hub,
     call: &ToolCall,
     target: &Target,
     input: Option<mpsc::UnboundedSender<input::InputNeeded>>,
 ) -> Result<Started, Outcome> {
-    let (in_flight, progress) = hub.begin_call(target.source, call, input);
-    let timeout = hub.call_timeout(target.source);
-    let pending = hub.sources[target.source]
+    // With a client that asked for progress (and is not parked for input),
+    // the source's progress for this call arrives here, in order.
+    let (progress, progress_rx) = if call.progress.is_some() && input.is_none() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+    let in_flight = hub.clients.begin(InFlight {
+        source: target.source,
+        session: call.session,
+        peer: call.peer.clone(),
+        capabilities: call.capabilities.clone(),
+        input,
+        progress,
+    });
+    let timeout = hub.sources.call_timeout(target.source);
+    let pending = hub
+        .sources
+        .get(target.source)
         .start_call(upstream_params(call, target), timeout)
         .await
         .map_err(|e| Outcome::Failed(e.to_string()))?;
     in_flight.set_upstream_token(pending.progress_token.clone());
-    Ok((in_flight, progress, pending))
+    Ok((in_flight, progress_rx, pending))
 }
 
 /// The call lives inside this client request: requests the source makes of
 /// the client go straight to it, and progress is relayed in order.
-async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
+async fn attached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
     let (in_flight, mut progress, pending) = match send(hub, call, target, None).await {
         Ok(started) => started,
         Err(failed) => return failed,
@@ -183,9 +206,9 @@ async fn attached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
 
 /// For 2026-07-28 clients: the call runs in a task of its own so it can
 /// outlive this client request while the client answers an input request.
-async fn detached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
+async fn detached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
     let (input_tx, input_rx) = mpsc::unbounded_channel();
-    let timeout = hub.call_timeout(target.source);
+    let timeout = hub.sources.call_timeout(target.source);
     let (in_flight, _, pending) = match send(hub, call, target, Some(input_tx)).await {
         Ok(started) => started,
         Err(failed) => return failed,
@@ -212,7 +235,7 @@ async fn detached(hub: &Arc<Hub>, call: &ToolCall, target: &Target) -> Outcome {
 /// Waits on a detached call until it ends, or until the source needs input
 /// from the client, in which case the call is parked and the client asked.
 async fn attach(
-    hub: &Arc<Hub>,
+    hub: &Hub,
     call: &ToolCall,
     source: usize,
     mut running: input::Running,
@@ -243,7 +266,11 @@ async fn attach(
                     )));
                     continue;
                 }
-                match hub.parked.park(&call.params.name, running, needed, timeout) {
+                match hub
+                    .approvals
+                    .parked
+                    .park(&call.params.name, running, needed, timeout)
+                {
                     Ok(ask) => return Outcome::Answered(ask),
                     Err(back) => running = back,
                 }

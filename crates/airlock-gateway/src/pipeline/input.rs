@@ -45,6 +45,29 @@ pub(crate) struct Running {
     pub cancel: CancellationToken,
 }
 
+/// A parked call handed back to the client's retry that brought its input.
+/// Only [`resume`] makes one: the call was allowed when it started.
+pub(crate) struct Resumed(Running);
+
+impl Resumed {
+    pub(crate) fn into_running(self) -> Running {
+        self.0
+    }
+}
+
+/// The retry of a call parked for input: delivers the client's answer to
+/// the waiting source and hands back the call to re-attach to.
+pub(crate) fn resume(parked: &ParkedCalls, call: &super::ToolCall) -> Result<Resumed, String> {
+    let state = call.params.request_state.as_deref().unwrap_or_default();
+    parked
+        .resume(
+            state,
+            &call.params.name,
+            call.params.input_responses.as_ref(),
+        )
+        .map(Resumed)
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         self.cancel.cancel();
@@ -147,7 +170,7 @@ impl ParkedCalls {
     }
 
     /// Delivers the client's answer and hands back the call to re-attach to.
-    pub(crate) fn resume(
+    fn resume(
         &self,
         state: &str,
         tool: &str,

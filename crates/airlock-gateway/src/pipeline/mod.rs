@@ -1,12 +1,25 @@
 //! The life of one `tools/call`, as a sequence of steps.
 //!
-//! Each step is a module with one job; `run` reads top to bottom as the
-//! order they happen in: resolve the name, decide (policy), wait for a
-//! person when policy asks (`approval`, asking in the client through
-//! `prompt` and `seal`), forward (credentials are added per request by the
-//! source's transport, the answer scrubbed on the way back), record.
+//! Each step is a module with one job, and hands the next a value only it
+//! can make, so the order is the compiler's to check:
+//!
+//! ```text
+//! ToolCall ──resolve──▶ Target ──(entry: fresh | answer | resume)
+//!    fresh:  decide ──▶ PolicyAllows ───────────────┐
+//!            decide ──▶ ask ──run grant──▶ GrantSpent ┤
+//!                            └─approval──▶ Executing ─┤──▶ Allowed ──forward──▶ Ran ──record
+//!    answer: prompt::resume ──approval──▶ Executing ──┤
+//!    resume: parked call ──▶ Resumed ─────────────────┘
+//! ```
+//!
+//! [`forward`] takes only an [`Allowed`], and an `Allowed` can only be made
+//! from one of those proofs: a policy allow (made only by [`decide`]), a
+//! spent run grant, a claimed approval (made only by the store's claim), or
+//! a parked call that an allowed call left. One snapshot of the catalog,
+//! the rules and the reviews ([`crate::hub::View`]) serves the whole call.
 
 mod approval;
+mod audit;
 pub(crate) mod decide;
 mod forward;
 pub(crate) mod input;
@@ -14,11 +27,11 @@ mod prompt;
 mod record;
 mod resolve;
 pub(crate) mod seal;
+mod stage;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use airlock_config::Action;
 use rmcp::ErrorData;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientCapabilities, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
@@ -26,8 +39,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hub::{Hub, SessionId};
 
+pub(crate) use approval::Desk;
+pub(crate) use audit::Audit;
 pub(crate) use forward::Outcome;
 pub(crate) use resolve::Target;
+pub(crate) use stage::Allowed;
 
 /// One call as the client made it, with who made it.
 pub(crate) struct ToolCall {
@@ -47,97 +63,74 @@ pub(crate) struct ToolCall {
     pub started_at_ms: i64,
 }
 
-pub(crate) async fn run(hub: &Arc<Hub>, mut call: ToolCall) -> Result<CallToolResponse, ErrorData> {
+/// How a call came in, read once from its `requestState`.
+enum Entry {
+    /// A new call: policy decides it.
+    Fresh,
+    /// A 2026-07-28 client's retry carrying a person's answer to airlock's
+    /// approval form, under airlock's seal.
+    Answer,
+    /// A retry carrying the client's input for a call parked mid-run.
+    Resume,
+}
+
+impl Entry {
+    fn of(call: &ToolCall) -> Entry {
+        match call.params.request_state.as_deref() {
+            Some(s) if s.starts_with(seal::SEAL_PREFIX) => Entry::Answer,
+            Some(s) if s.starts_with(input::STATE_PREFIX) => Entry::Resume,
+            // No state, or a source's own: a fresh call, decided by policy.
+            _ => Entry::Fresh,
+        }
+    }
+}
+
+/// What the admitting steps (decide, approval, prompt) end with.
+pub(crate) enum Admission {
+    Allowed(Box<Allowed>),
+    /// It does not run; this is what the client gets.
+    Refused(Outcome),
+    /// The person is asked through the client: end the call with this.
+    AskClient(CallToolResponse),
+}
+
+pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolResponse, ErrorData> {
+    // One snapshot of what decides, for the whole call.
+    let view = hub.view();
     // 1. Which source and upstream tool the exposed name means.
-    let target = resolve::tool(hub, &call.params.name)?;
-    // 2. Exactly one decision, recorded; only allow goes on. A retry that
-    //    carries airlock's own requestState was decided when it started.
-    let resuming = call
-        .params
-        .request_state
-        .as_deref()
-        .is_some_and(|s| s.starts_with(input::STATE_PREFIX));
-    let mut claim = None;
-    if prompt::is_sealed_retry(&call) {
-        // 2c. A 2026-07-28 client's retry with the person's answer to
-        //     airlock's own approval form.
-        match prompt::resume(hub, &call).await {
-            approval::Approval::Granted {
-                executing,
-                arguments,
-            } => {
-                call.params.arguments = Some(arguments);
-                call.params.request_state = None;
-                call.params.input_responses = None;
-                claim = Some(executing);
+    let target = resolve::tool(&hub.sources, &view, &call.params.name)?;
+    let audit = Audit::new(hub.store.clone(), &call, &target);
+    // 2. Exactly one decision, recorded; only an allowed call goes on.
+    let admission = match Entry::of(&call) {
+        Entry::Fresh => match decide::call(&view, &audit, &hub.secrets, &call) {
+            decide::Verdict::Allow(yes) => {
+                Admission::Allowed(Box::new(Allowed::by_policy(call, target, yes)))
             }
-            approval::Approval::Refused(outcome) => return outcome.into_response(),
-            approval::Approval::AskClient(response) => return Ok(response),
-        }
-    } else if !resuming {
-        let decision = match decide::call(hub, &call, &target) {
-            Ok(d) => d,
-            Err(why) => return Outcome::Failed(why).into_response(),
-        };
-        match decision.action {
-            Action::Allow => {}
-            Action::Deny => {
-                return Outcome::Blocked {
-                    action: Action::Deny,
-                    reason: decision.reason,
-                }
-                .into_response();
+            decide::Verdict::Refuse(outcome) => Admission::Refused(outcome),
+            // 2b. A person decides (or already did, for this run).
+            decide::Verdict::Ask(decision) => {
+                approval::ask(&Desk::of(hub), &audit, call, target, &decision).await
             }
-            // A person already allowed this tool for this client session.
-            Action::Ask
-                if hub.use_run_grant(
-                    call.session,
-                    &call.params.name,
-                    &hub.catalog()
-                        .contract(&call.params.name)
-                        .map(|c| c.digest.clone())
-                        .unwrap_or_default(),
-                ) =>
-            {
-                if let Err(e) =
-                    approval::audit(hub, &call, "allowed for this run", "an earlier approval")
-                {
-                    return Outcome::Failed(format!(
-                        "the decision could not be recorded ({e}), so the call did not run"
-                    ))
-                    .into_response();
-                }
+        },
+        // 2c. A 2026-07-28 client's retry with the person's answer.
+        Entry::Answer => prompt::resume(&Desk::of(hub), &audit, call, target).await,
+        Entry::Resume => match input::resume(&hub.approvals.parked, &call) {
+            Ok(resumed) => Admission::Allowed(Box::new(Allowed::resumed(call, target, resumed))),
+            Err(why) => {
+                let refused =
+                    Outcome::Refused(ErrorData::invalid_params(format!("airlock: {why}"), None));
+                audit.outcome(&refused, &call);
+                return refused.into_response();
             }
-            // 2b. A person decides; the call then runs with the stored
-            //     arguments, never what the client sends later.
-            Action::Ask => match approval::ask(hub, &call, &target, &decision).await {
-                approval::Approval::Granted {
-                    executing,
-                    arguments,
-                } => {
-                    call.params.arguments = Some(arguments);
-                    claim = Some(executing);
-                }
-                approval::Approval::Refused(outcome) => return outcome.into_response(),
-                approval::Approval::AskClient(response) => return Ok(response),
-            },
-        }
-    }
+        },
+    };
+    let allowed = match admission {
+        Admission::Allowed(allowed) => *allowed,
+        Admission::Refused(outcome) => return outcome.into_response(),
+        Admission::AskClient(response) => return Ok(response),
+    };
     // 3. Call the source within its time and size budget.
-    let outcome = forward::tool(hub, &call, &target).await;
+    let ran = forward::tool(hub, allowed).await;
     // 4. Record how it ended; an approval is spent whatever happened.
-    record::call(hub, &call, &target, &outcome);
-    if let Some(executing) = claim {
-        let (ok, detail) = match &outcome {
-            Outcome::Answered(_) => (true, String::new()),
-            Outcome::Refused(e) => (false, e.message.to_string()),
-            Outcome::Failed(why) => (false, why.clone()),
-            Outcome::Blocked { reason, .. } => (false, reason.clone()),
-            Outcome::Declined(text) => (false, text.to_string()),
-        };
-        if let Err(e) = hub.store.ledger_finish(executing, ok, &detail) {
-            tracing::error!(error = %e, "cannot record how an approved call ended");
-        }
-    }
-    outcome.into_response()
+    record::call(&audit, hub.store.as_ref(), ran)
 }

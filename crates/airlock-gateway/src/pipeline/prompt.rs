@@ -29,9 +29,8 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::approval::{self, Approval, TIMED_OUT};
-use super::{Outcome, ToolCall};
-use crate::hub::Hub;
+use super::approval::{self, Desk, TIMED_OUT};
+use super::{Admission, Audit, Outcome, Target, ToolCall};
 
 /// The key of airlock's form in `inputRequests` / `inputResponses`.
 pub(crate) const APPROVAL_KEY: &str = "airlock-approval";
@@ -39,8 +38,8 @@ pub(crate) const APPROVAL_KEY: &str = "airlock-approval";
 const FIELD: &str = "decision";
 
 /// Whether the person can be asked through this client at all.
-pub(crate) fn can_ask(hub: &Hub, call: &ToolCall) -> bool {
-    hub.channels().is_some()
+pub(crate) fn can_ask(desk: &Desk<'_>, call: &ToolCall) -> bool {
+    desk.approvals.channels().is_some()
         && call
             .capabilities
             .as_ref()
@@ -121,12 +120,13 @@ impl InClient {
 /// Older clients: put the form to the person while the call waits. When
 /// they answer, the answer is recorded and the waiting call woken.
 pub(crate) fn ask_in_client(
-    hub: &Arc<Hub>,
+    desk: &Desk<'_>,
     call: &ToolCall,
     id: &str,
     form: ElicitRequestParams,
+    wake: Arc<tokio::sync::Notify>,
 ) -> InClient {
-    let hub = hub.clone();
+    let channels = desk.approvals.channels().cloned();
     let peer = call.peer.clone();
     let id = id.to_string();
     let withdrawn = CancellationToken::new();
@@ -161,11 +161,11 @@ pub(crate) fn ask_in_client(
             // and the CLI are still there.
             _ => return,
         };
-        let Some(channels) = hub.channels() else {
+        let Some(channels) = channels else {
             return;
         };
         match channels.answered_in_prompt(&id, choice) {
-            Ok(_) => hub.wake_approval(&id),
+            Ok(_) => wake.notify_one(),
             Err(e) => tracing::error!(error = %e, "cannot record the answer given in the client"),
         }
     });
@@ -174,12 +174,12 @@ pub(crate) fn ask_in_client(
 
 /// 2026-07-28 clients: end the call with the form and a sealed state.
 pub(crate) fn input_required(
-    hub: &Hub,
+    desk: &Desk<'_>,
     frozen: &FrozenCall,
     pending: &Pending,
     form: ElicitRequestParams,
 ) -> CallToolResponse {
-    let state = hub.seals.seal(
+    let state = desk.approvals.seals.seal(
         pending.id(),
         &frozen.principal,
         &frozen.tool,
@@ -196,16 +196,26 @@ pub(crate) fn input_required(
 /// 2026-07-28 clients: the retry that carries the person's answer and the
 /// sealed state. Checks the seal, records the answer, and settles the call
 /// like any other approval (policy again, claim once, stored arguments).
-pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
+pub(crate) async fn resume(
+    desk: &Desk<'_>,
+    audit: &Audit,
+    call: ToolCall,
+    target: Target,
+) -> Admission {
     let refuse = |why: String| {
-        let _ = approval::audit(hub, call, "refused-state", &why);
-        Approval::Refused(Outcome::Refused(ErrorData::invalid_params(
+        let _ = audit.approval("refused-state", "", &why);
+        Admission::Refused(Outcome::Refused(ErrorData::invalid_params(
             format!("airlock: {why}; nothing ran"),
             None,
         )))
     };
+    let failed = |why: String| Admission::Refused(Outcome::Failed(why));
     let state = call.params.request_state.as_deref().unwrap_or_default();
-    let claims = match hub.seals.open(state, &hub.principal, now_ms()) {
+    let claims = match desk
+        .approvals
+        .seals
+        .open(state, desk.approvals.principal(), now_ms())
+    {
         Ok(c) => c,
         Err(why) => return refuse(why.to_string()),
     };
@@ -221,14 +231,10 @@ pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
     if resent != claims.digest {
         return refuse("the retry's arguments differ from the call the person was shown".into());
     }
-    let row = match hub.store.ledger_row(&claims.approval) {
+    let row = match desk.store.ledger_row(&claims.approval) {
         Ok(Some(row)) if row.call.args_digest == claims.digest => row,
         Ok(_) => return refuse("no such approval".into()),
-        Err(e) => {
-            return Approval::Refused(Outcome::Failed(format!(
-                "the approval could not be read: {e}"
-            )));
-        }
+        Err(e) => return failed(format!("the approval could not be read: {e}")),
     };
     let answer = call
         .params
@@ -246,37 +252,21 @@ pub(crate) async fn resume(hub: &Hub, call: &ToolCall) -> Approval {
         Ok(c) => c,
         Err(why) => return refuse(why),
     };
-    let Some(channels) = hub.channels() else {
+    let Some(channels) = desk.approvals.channels() else {
         return refuse("answers in the client are not accepted by this hub".into());
     };
     match channels.answered_in_prompt(&row.id, choice) {
         Ok(Recorded::Expired) => {
-            let _ = approval::audit(hub, call, "expired", "answered after the approval expired");
-            return Approval::Refused(Outcome::Declined(TIMED_OUT));
+            let _ = audit.approval("expired", "", "answered after the approval expired");
+            return Admission::Refused(Outcome::Declined(TIMED_OUT));
         }
         // Approved, denied, or already decided through another channel:
         // the ledger says which.
         Ok(_) => {}
-        Err(e) => {
-            return Approval::Refused(Outcome::Failed(format!(
-                "the decision could not be recorded: {e}"
-            )));
-        }
+        Err(e) => return failed(format!("the decision could not be recorded: {e}")),
     }
-    match hub.store.ledger_waited(&row.id) {
-        Ok(waited) => approval::settle(hub, call, waited)
-            .unwrap_or(Approval::Refused(Outcome::Declined(TIMED_OUT))),
-        Err(e) => Approval::Refused(Outcome::Failed(format!(
-            "the approval could not be read: {e}"
-        ))),
+    match desk.store.ledger_waited(&row.id) {
+        Ok(waited) => approval::settle(desk, audit, call, target, waited),
+        Err(e) => failed(format!("the approval could not be read: {e}")),
     }
-}
-
-/// Whether a retry carries an approval seal (rather than a source's own
-/// state or airlock's input relay state).
-pub(crate) fn is_sealed_retry(call: &ToolCall) -> bool {
-    call.params
-        .request_state
-        .as_deref()
-        .is_some_and(|s| s.starts_with(super::seal::SEAL_PREFIX))
 }

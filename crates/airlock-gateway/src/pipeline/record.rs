@@ -1,37 +1,36 @@
 //! The last step: the outcome of a call that ran, appended to the audit
-//! log after its decision (written off the hot path; see airlock-store).
+//! log after its decision (written off the hot path; see airlock-store),
+//! and the approval it spent, if any, closed.
 
-use airlock_store::{AuditKind, AuditRecord};
+use airlock_store::Store;
+use rmcp::ErrorData;
 use rmcp::model::CallToolResponse;
 
-use super::{Outcome, Target, ToolCall};
-use crate::hub::Hub;
+use super::forward::Ran;
+use super::{Audit, Outcome};
 
-pub(crate) fn call(hub: &Hub, call: &ToolCall, target: &Target, outcome: &Outcome) {
-    let (outcome, detail) = match outcome {
-        Outcome::Answered(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
-            ("tool_error", String::new())
+pub(crate) fn call(
+    audit: &Audit,
+    store: &dyn Store,
+    ran: Ran,
+) -> Result<CallToolResponse, ErrorData> {
+    let Ran {
+        call,
+        outcome,
+        claim,
+    } = ran;
+    audit.outcome(&outcome, &call);
+    if let Some(executing) = claim {
+        let (ok, detail) = match &outcome {
+            Outcome::Answered(_) => (true, String::new()),
+            Outcome::Refused(e) => (false, e.message.to_string()),
+            Outcome::Failed(why) => (false, why.clone()),
+            Outcome::Blocked { reason, .. } => (false, reason.clone()),
+            Outcome::Declined(text) => (false, text.to_string()),
+        };
+        if let Err(e) = store.ledger_finish(executing, ok, &detail) {
+            tracing::error!(error = %e, "cannot record how an approved call ended");
         }
-        Outcome::Answered(CallToolResponse::InputRequired(_)) => ("input_required", String::new()),
-        Outcome::Answered(_) => ("ok", String::new()),
-        Outcome::Refused(e) => (
-            "failed",
-            format!("upstream error {}: {}", e.code.0, e.message),
-        ),
-        Outcome::Failed(why) => ("failed", why.clone()),
-        Outcome::Blocked { .. } | Outcome::Declined(_) => return,
-    };
-    let source = hub.sources[target.source].name();
-    let record = AuditRecord {
-        source: source.to_string(),
-        connection: hub.policy().connection(source).to_string(),
-        tool: call.params.name.to_string(),
-        outcome: outcome.into(),
-        duration_us: call.started.elapsed().as_micros() as i64,
-        detail,
-        ..AuditRecord::new(AuditKind::Outcome, call.id.to_string(), call.started_at_ms)
-    };
-    if let Err(e) = hub.store.record_audit(record) {
-        tracing::error!(error = %e, "cannot record the outcome");
     }
+    outcome.into_response()
 }

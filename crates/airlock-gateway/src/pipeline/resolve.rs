@@ -1,23 +1,35 @@
-//! Step 1: the exposed name → a source and the upstream tool name.
+//! Step 1: the exposed name → a source, its connection, the upstream tool
+//! name and the contract it has now.
 
 use rmcp::ErrorData;
 
-use crate::hub::Hub;
+use crate::hub::{Sources, View};
 use crate::names;
 
 pub(crate) struct Target {
     pub source: usize,
+    pub source_name: String,
+    pub connection: String,
     pub upstream_name: String,
+    /// The tool's contract digest in this call's view of the catalog.
+    pub contract_digest: String,
 }
 
 /// Unknown names fail closed with a protocol error that names the closest
 /// matches, so a model that misspelt a tool can correct itself.
-pub(crate) fn tool(hub: &Hub, exposed: &str) -> Result<Target, ErrorData> {
-    let catalog = hub.catalog();
+pub(crate) fn tool(sources: &Sources, view: &View, exposed: &str) -> Result<Target, ErrorData> {
+    let catalog = &view.catalog;
     if let Some(route) = catalog.tool(exposed) {
+        let source_name = catalog.source_name(route.source).to_string();
         return Ok(Target {
             source: route.source,
+            connection: view.policy.connection(&source_name).to_string(),
+            source_name,
             upstream_name: route.upstream_name.clone(),
+            contract_digest: catalog
+                .contract(exposed)
+                .map(|c| c.digest.clone())
+                .unwrap_or_default(),
         });
     }
     let mut message = format!("unknown tool `{exposed}`");
@@ -25,7 +37,7 @@ pub(crate) fn tool(hub: &Hub, exposed: &str) -> Result<Target, ErrorData> {
     if !near.is_empty() {
         message.push_str(&format!("; did you mean {}?", quoted(&near)));
     } else if let Some((source, _)) = names::split(exposed) {
-        match hub.sources.iter().find(|s| s.name() == source) {
+        match sources.all().iter().find(|s| s.name() == source) {
             None => message.push_str(&format!("; there is no source `{source}`")),
             Some(s) => {
                 let state = s.state();

@@ -1,0 +1,223 @@
+//! The approvals part of the hub: who approvals belong to and how long they
+//! last, the wake-ups of calls waiting for a person, "allow for this run"
+//! grants, the human channels attached by what runs the hub, calls parked
+//! for a 2026-07-28 client's input, and the seal on approval forms.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use airlock_config::HubSettings;
+use tokio::sync::Notify;
+
+use super::clients::SessionId;
+use crate::channels::HumanChannels;
+use crate::pipeline::input::ParkedCalls;
+use crate::pipeline::seal::Sealer;
+
+/// How long approvals wait and are kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// How long a person has to decide.
+    pub ttl: Duration,
+    /// How long a call waits in its request for a decision.
+    pub wait: Duration,
+    /// How long decided rows keep their (scrubbed) arguments.
+    pub retention: Duration,
+}
+
+pub struct Approvals {
+    /// Who this hub acts for; approvals belong to this principal.
+    principal: String,
+    pub(crate) timing: Timing,
+    waiters: Mutex<HashMap<String, Arc<Notify>>>,
+    /// The approval page and the prompt channel, attached by what runs the
+    /// hub; without them a call that asks waits for the CLI only.
+    channels: OnceLock<Arc<dyn HumanChannels>>,
+    pub(crate) run_grants: RunGrants,
+    pub(crate) parked: ParkedCalls,
+    /// Seals the `requestState` of approval forms for 2026-07-28 clients.
+    pub(crate) seals: Sealer,
+}
+
+impl Approvals {
+    pub(crate) fn new(principal: String, settings: &HubSettings) -> Approvals {
+        Approvals {
+            principal,
+            timing: Timing {
+                ttl: settings.approval_ttl,
+                wait: settings.approval_wait,
+                retention: settings.approval_retention,
+            },
+            waiters: Mutex::new(HashMap::new()),
+            channels: OnceLock::new(),
+            run_grants: RunGrants::new(RUN_GRANT_TIME, RUN_GRANT_CALLS),
+            parked: ParkedCalls::default(),
+            seals: Sealer::new(),
+        }
+    }
+
+    pub fn principal(&self) -> &str {
+        &self.principal
+    }
+
+    /// The wake-up for one pending approval.
+    pub(crate) fn waiter(&self, id: &str) -> Arc<Notify> {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    pub(crate) fn forget_waiter(&self, id: &str) {
+        self.waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    /// A human channel recorded a decision on `id`: wake its call. Waking
+    /// decides nothing; the call reads the ledger to learn what happened.
+    pub fn wake(&self, id: &str) {
+        if let Some(n) = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            n.notify_one();
+        }
+    }
+
+    /// Attaches the human channels beyond the CLI (once; later calls are
+    /// ignored).
+    pub fn attach_channels(&self, channels: Arc<dyn HumanChannels>) {
+        let _ = self.channels.set(channels);
+    }
+
+    pub(crate) fn channels(&self) -> Option<&Arc<dyn HumanChannels>> {
+        self.channels.get()
+    }
+}
+
+/// "Allow for this run" lasts this long and this many calls, whichever
+/// ends first.
+const RUN_GRANT_TIME: Duration = Duration::from_secs(3600);
+const RUN_GRANT_CALLS: u32 = 100;
+
+/// Proof that a person's "allow for this run" covers one more call. Only
+/// [`RunGrants::spend`] makes one.
+pub(crate) struct GrantSpent(());
+
+/// "Allow for this run": (session, exposed tool) → what is left of it.
+pub(crate) struct RunGrants {
+    time: Duration,
+    calls: u32,
+    grants: Mutex<HashMap<(SessionId, String), RunGrant>>,
+}
+
+struct RunGrant {
+    until: Instant,
+    remaining: u32,
+    /// The contract the person saw; a changed tool asks again.
+    digest: String,
+}
+
+impl RunGrants {
+    pub(crate) fn new(time: Duration, calls: u32) -> RunGrants {
+        RunGrants {
+            time,
+            calls,
+            grants: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A person allowed `tool`, as defined by contract `digest`, for the
+    /// rest of this client session.
+    pub(crate) fn grant(&self, session: SessionId, tool: &str, digest: &str) {
+        self.grants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                (session, tool.to_string()),
+                RunGrant {
+                    until: Instant::now() + self.time,
+                    remaining: self.calls,
+                    digest: digest.to_string(),
+                },
+            );
+    }
+
+    /// Spends one call of a run grant, if this session has one left for
+    /// the tool as it is now (contract `digest`). A grant for another
+    /// contract is void: the tool changed since the person allowed it.
+    pub(crate) fn spend(&self, session: SessionId, tool: &str, digest: &str) -> Option<GrantSpent> {
+        let mut grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (session, tool.to_string());
+        let g = grants.get_mut(&key)?;
+        if g.until <= Instant::now() || g.remaining == 0 || g.digest != digest {
+            grants.remove(&key);
+            return None;
+        }
+        g.remaining -= 1;
+        Some(GrantSpent(()))
+    }
+
+    /// The session ended: its grants end with it.
+    pub(crate) fn forget_session(&self, session: SessionId) {
+        self.grants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(s, _), _| *s != session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_grant_covers_its_session_tool_and_contract_only() {
+        let g = RunGrants::new(Duration::from_secs(60), 10);
+        g.grant(1, "fs__write", "sha256:a");
+        assert!(g.spend(1, "fs__write", "sha256:a").is_some());
+        assert!(
+            g.spend(2, "fs__write", "sha256:a").is_none(),
+            "another session"
+        );
+        assert!(g.spend(1, "fs__read", "sha256:a").is_none(), "another tool");
+        // The tool changed: the grant is void, also for the old contract.
+        assert!(g.spend(1, "fs__write", "sha256:b").is_none());
+        assert!(g.spend(1, "fs__write", "sha256:a").is_none());
+    }
+
+    #[test]
+    fn a_run_grant_ends_after_its_calls() {
+        let g = RunGrants::new(Duration::from_secs(60), 2);
+        g.grant(1, "t", "d");
+        assert!(g.spend(1, "t", "d").is_some());
+        assert!(g.spend(1, "t", "d").is_some());
+        assert!(g.spend(1, "t", "d").is_none());
+    }
+
+    #[test]
+    fn a_run_grant_ends_with_its_time() {
+        let g = RunGrants::new(Duration::from_millis(20), 100);
+        g.grant(1, "t", "d");
+        assert!(g.spend(1, "t", "d").is_some());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(g.spend(1, "t", "d").is_none());
+    }
+
+    #[test]
+    fn a_run_grant_ends_with_its_session() {
+        let g = RunGrants::new(Duration::from_secs(60), 100);
+        g.grant(1, "t", "d");
+        g.grant(2, "t", "d");
+        g.forget_session(1);
+        assert!(g.spend(1, "t", "d").is_none());
+        assert!(g.spend(2, "t", "d").is_some());
+    }
+}

@@ -1,0 +1,274 @@
+//! The clients part of the hub: connected sessions and the bounded queue
+//! each one's notifications wait in, the calls in flight from them to the
+//! sources, and the rules that route a source's traffic back to a client.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{ClientCapabilities, ProgressNotificationParam, ProgressToken};
+use rmcp::service::{Peer, RoleServer};
+use tokio::sync::mpsc;
+
+use crate::outbox::Outbox;
+use crate::pipeline::input::InputNeeded;
+
+pub type SessionId = u64;
+
+/// A connected client and the bounded queue its notifications wait in.
+type Client = (Peer<RoleServer>, Arc<Outbox>);
+
+/// A call currently waiting on a source. Server-to-client requests and
+/// progress from that source are routed back through it.
+pub(crate) struct InFlight {
+    pub source: usize,
+    pub session: SessionId,
+    pub peer: Peer<RoleServer>,
+    pub capabilities: Option<ClientCapabilities>,
+    /// Set for 2026-07-28 clients: requests for input go to the call's own
+    /// task, which parks the call and asks the client (see pipeline::input).
+    pub input: Option<mpsc::UnboundedSender<InputNeeded>>,
+    /// Where this call's progress goes, if the client asked for it: an
+    /// ordered queue the call's own task drains to the client.
+    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+}
+
+/// How a server→client request reaches its client.
+pub(crate) enum Route {
+    /// Send it to the client as a request (protocols before 2026-07-28).
+    Direct(Peer<RoleServer>, Box<Option<ClientCapabilities>>),
+    /// Hand it to the call's task, which asks the client with `input_required`.
+    Park(mpsc::UnboundedSender<InputNeeded>),
+}
+
+/// Why a source's request cannot be put to a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error(
+        "several clients have calls in progress to this source, so airlock cannot tell which one the request is for"
+    )]
+    SeveralCalling,
+    #[error("no client is connected to airlock")]
+    NoClient,
+    #[error(
+        "no call to this source is in progress and several clients are connected, so airlock cannot tell which one the request is for"
+    )]
+    SeveralConnected,
+}
+
+/// Whom a source's request is for, by the routing rules: the one session
+/// with calls in flight to the source; with none, the only live session.
+/// Anything else is ambiguous, and airlock does not guess.
+pub(crate) fn whom(
+    calling: impl IntoIterator<Item = SessionId>,
+    live: impl IntoIterator<Item = SessionId>,
+) -> Result<(SessionId, bool), RouteError> {
+    let mut calling = calling.into_iter();
+    if let Some(first) = calling.next() {
+        return match calling.all(|s| s == first) {
+            true => Ok((first, true)),
+            false => Err(RouteError::SeveralCalling),
+        };
+    }
+    let mut live = live.into_iter();
+    match (live.next(), live.next()) {
+        (Some(only), None) => Ok((only, false)),
+        (None, _) => Err(RouteError::NoClient),
+        _ => Err(RouteError::SeveralConnected),
+    }
+}
+
+/// Where a source's notification goes: the one session calling the source,
+/// or every session when none or several are.
+pub(crate) fn notify_whom(calling: impl IntoIterator<Item = SessionId>) -> Option<SessionId> {
+    let mut calling = calling.into_iter();
+    let first = calling.next()?;
+    calling.all(|s| s == first).then_some(first)
+}
+
+#[derive(Default)]
+pub struct Clients {
+    sessions: Mutex<HashMap<SessionId, Client>>,
+    /// Calls in flight, by an id of their own; each with the upstream's
+    /// progress token for it once sent.
+    inflight: Mutex<HashMap<u64, (InFlight, Option<ProgressToken>)>>,
+    next_id: AtomicU64,
+}
+
+impl Clients {
+    /// A fresh id for a session, a call, or a call in flight.
+    pub(crate) fn new_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.entry(id).or_insert_with(|| {
+            let outbox = Outbox::new(peer.clone());
+            (peer, outbox)
+        });
+    }
+
+    pub(crate) fn forget(&self, id: SessionId) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    /// The outboxes of every live client.
+    pub(crate) fn outboxes(&self) -> Vec<Arc<Outbox>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.retain(|_, (p, _)| !p.is_transport_closed());
+        sessions.values().map(|(_, o)| o.clone()).collect()
+    }
+
+    fn calling(&self, source: usize) -> Vec<SessionId> {
+        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        inflight
+            .values()
+            .filter(|(c, _)| c.source == source)
+            .map(|(c, _)| c.session)
+            .collect()
+    }
+
+    /// Where a notification from source `index` goes.
+    pub(crate) fn outboxes_for(&self, index: usize) -> Vec<Arc<Outbox>> {
+        let one = notify_whom(self.calling(index)).and_then(|s| {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions.get(&s).map(|(_, o)| o.clone())
+        });
+        match one {
+            Some(o) => vec![o],
+            None => self.outboxes(),
+        }
+    }
+
+    /// Marks a call as in flight; the returned guard removes it when dropped.
+    pub(crate) fn begin(self: &Arc<Self>, call: InFlight) -> InFlightGuard {
+        let id = self.new_id();
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, (call, None));
+        InFlightGuard {
+            clients: self.clone(),
+            id,
+        }
+    }
+
+    /// Where a request source `index` makes of the client goes.
+    pub(crate) fn route_for(&self, index: usize) -> Result<Route, RouteError> {
+        let live: Vec<(SessionId, Peer<RoleServer>)> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            sessions
+                .iter()
+                .filter(|(_, (p, _))| !p.is_transport_closed())
+                .map(|(id, (p, _))| (*id, p.clone()))
+                .collect()
+        };
+        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        let calls: Vec<&InFlight> = inflight
+            .values()
+            .map(|(c, _)| c)
+            .filter(|c| c.source == index)
+            .collect();
+        let (session, calling) = whom(
+            calls.iter().map(|c| c.session),
+            live.iter().map(|(id, _)| *id),
+        )?;
+        if calling {
+            let call = calls
+                .iter()
+                .find(|c| c.session == session)
+                .expect("the chosen session has a call");
+            return Ok(match &call.input {
+                Some(tx) => Route::Park(tx.clone()),
+                None => Route::Direct(call.peer.clone(), Box::new(call.capabilities.clone())),
+            });
+        }
+        let (_, peer) = live
+            .into_iter()
+            .find(|(id, _)| *id == session)
+            .expect("the chosen session is live");
+        let caps = peer.peer_info().map(|i| i.capabilities.clone());
+        Ok(Route::Direct(peer, Box::new(caps)))
+    }
+
+    /// Where progress from source `index` under the upstream's `token` goes,
+    /// if the client of that call asked for progress.
+    pub(crate) fn progress_to(
+        &self,
+        index: usize,
+        token: &ProgressToken,
+    ) -> Option<mpsc::UnboundedSender<ProgressNotificationParam>> {
+        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        inflight
+            .values()
+            .find(|(c, t)| c.source == index && t.as_ref() == Some(token))
+            .and_then(|(c, _)| c.progress.clone())
+    }
+}
+
+/// Removes an in-flight entry when the call ends, however it ends.
+pub(crate) struct InFlightGuard {
+    clients: Arc<Clients>,
+    id: u64,
+}
+
+impl InFlightGuard {
+    /// Links the upstream's progress token to this call.
+    pub(crate) fn set_upstream_token(&self, token: ProgressToken) {
+        if let Some((_, t)) = self
+            .clients
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&self.id)
+        {
+            *t = Some(token);
+        }
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.clients
+            .inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_goes_to_the_one_session_calling_the_source() {
+        assert_eq!(whom([7], [3, 7, 9]), Ok((7, true)));
+        // Several calls from one session are still one client.
+        assert_eq!(whom([7, 7, 7], [7, 9]), Ok((7, true)));
+    }
+
+    #[test]
+    fn two_sessions_calling_one_source_is_ambiguous() {
+        assert_eq!(whom([7, 9], [7, 9]), Err(RouteError::SeveralCalling));
+        assert_eq!(whom([7, 7, 9], [7]), Err(RouteError::SeveralCalling));
+    }
+
+    #[test]
+    fn with_no_call_the_only_client_gets_it_and_otherwise_nobody() {
+        assert_eq!(whom([], [4]), Ok((4, false)));
+        assert_eq!(whom([], []), Err(RouteError::NoClient));
+        assert_eq!(whom([], [4, 5]), Err(RouteError::SeveralConnected));
+    }
+
+    #[test]
+    fn notifications_go_to_the_one_caller_or_to_everyone() {
+        assert_eq!(notify_whom([3, 3]), Some(3));
+        assert_eq!(notify_whom([3, 4]), None);
+        assert_eq!(notify_whom([]), None);
+    }
+}

@@ -1,0 +1,180 @@
+//! The sources' way back into the hub: requests for a client, progress,
+//! logs, updates, catalog changes, whether a command may start, and status.
+
+#![allow(deprecated)] // logging, sampling, roots: SEP-2577-deprecated, still relayed
+
+use std::sync::Weak;
+
+use airlock_common::now_ms;
+use airlock_store::SourceStatus;
+use airlock_upstream::{Downstream, SourceState};
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam, ServerRequest,
+};
+use tokio::sync::oneshot;
+
+use super::Hub;
+use super::clients::Route;
+use crate::outbox::Note;
+use crate::pipeline::input::{InputNeeded, client_supports};
+
+/// Holds a weak reference so the sources (owned by the hub) do not keep it
+/// alive.
+pub(super) struct Link(pub(super) Weak<Hub>);
+
+impl Downstream for Link {
+    fn server_request(
+        &self,
+        source: &str,
+        request: ServerRequest,
+    ) -> airlock_upstream::BoxFuture<'_, Result<ClientResult, ErrorData>> {
+        let source = source.to_string();
+        Box::pin(async move {
+            let Some(hub) = self.0.upgrade() else {
+                return Err(ErrorData::internal_error("airlock is shutting down", None));
+            };
+            let Some(index) = hub.sources.index_of(&source) else {
+                return Err(ErrorData::internal_error("unknown source", None));
+            };
+            let refuse = |why: String| ErrorData::invalid_request(format!("airlock: {why}"), None);
+            // The request was scrubbed on arrival (airlock-upstream).
+            let timeout = hub.sources.call_timeout(index);
+            let route = hub
+                .clients
+                .route_for(index)
+                .map_err(|e| refuse(e.to_string()))?;
+            match route {
+                Route::Park(tx) => {
+                    let (reply, answer) = oneshot::channel();
+                    tx.send(InputNeeded { request, reply })
+                        .map_err(|_| refuse("the call has already ended".into()))?;
+                    match tokio::time::timeout(timeout, answer).await {
+                        Ok(Ok(result)) => result,
+                        Ok(Err(_)) => {
+                            Err(refuse("the call ended before the client answered".into()))
+                        }
+                        Err(_) => Err(refuse(format!(
+                            "the client did not answer within {}s",
+                            timeout.as_secs()
+                        ))),
+                    }
+                }
+                Route::Direct(peer, caps) => {
+                    client_supports(caps.as_ref().as_ref(), &request).map_err(refuse)?;
+                    match tokio::time::timeout(timeout, peer.send_request(request)).await {
+                        Ok(Ok(result)) => Ok(result),
+                        Ok(Err(rmcp::ServiceError::McpError(e))) => Err(e),
+                        Ok(Err(e)) => Err(refuse(format!("relaying to the client failed: {e}"))),
+                        Err(_) => Err(refuse(format!(
+                            "the client did not answer within {}s",
+                            timeout.as_secs()
+                        ))),
+                    }
+                }
+            }
+        })
+    }
+
+    fn progress(&self, source: &str, params: ProgressNotificationParam) {
+        let Some(hub) = self.0.upgrade() else { return };
+        let Some(index) = hub.sources.index_of(source) else {
+            return;
+        };
+        // Progress for a call whose client did not ask for it is dropped.
+        if let Some(tx) = hub.clients.progress_to(index, &params.progress_token) {
+            let _ = tx.send(params);
+        }
+    }
+
+    fn log(&self, source: &str, mut params: LoggingMessageNotificationParam) {
+        let Some(hub) = self.0.upgrade() else { return };
+        // Scrubbed on arrival, logger name and data keys included.
+        let logger = params.logger.take().unwrap_or_default();
+        params.logger = Some(if logger.is_empty() {
+            source.to_string()
+        } else {
+            format!("{source}/{logger}")
+        });
+        let Some(index) = hub.sources.index_of(source) else {
+            return;
+        };
+        for outbox in hub.clients.outboxes_for(index) {
+            outbox.post(Note::Log(params.clone()));
+        }
+    }
+
+    fn resource_updated(&self, _source: &str, params: ResourceUpdatedNotificationParam) {
+        let Some(hub) = self.0.upgrade() else { return };
+        for outbox in hub.clients.outboxes() {
+            outbox.post(Note::ResourceUpdated(params.clone()));
+        }
+    }
+
+    fn catalog_changed(&self, source: &str) {
+        let Some(hub) = self.0.upgrade() else { return };
+        hub.sources.rebuild_catalog(source);
+        for outbox in hub.clients.outboxes() {
+            outbox.post(Note::ListsChanged);
+        }
+    }
+
+    fn command_allowed(
+        &self,
+        source: &str,
+        command: &airlock_upstream::command::CommandIdentity,
+    ) -> Result<(), String> {
+        let Some(hub) = self.0.upgrade() else {
+            return Err("airlock is shutting down".into());
+        };
+        if let Some(allowed) = hub
+            .settings
+            .allowed_programs
+            .as_ref()
+            .filter(|_| command.endpoint.is_none())
+        {
+            let name = command
+                .program
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let path = command.program.display().to_string();
+            if !allowed.iter().any(|a| *a == name || *a == path) {
+                return Err(format!(
+                    "`{path}` is not in hub.allowed_programs; add it there if it should run"
+                ));
+            }
+        }
+        // The built-in demo is airlock itself, chosen by running airlock
+        // with no config; there is no other command to review.
+        if hub.builtin {
+            return Ok(());
+        }
+        match hub.store.approved_command(source) {
+            Ok(Some(f)) if f == command.fingerprint() => Ok(()),
+            Ok(Some(_)) => Err(format!(
+                "what it runs or reaches changed since it was reviewed, so it does not start until a person approves it: `{}`; run `airlock tools review`",
+                command.describe()
+            )),
+            Ok(None) => Err(format!(
+                "what it runs or reaches has not been reviewed, so it does not start until a person approves it: `{}`; run `airlock tools review`",
+                command.describe()
+            )),
+            Err(e) => Err(format!("cannot read approved commands: {e}")),
+        }
+    }
+
+    fn state_changed(&self, source: &str, state: &SourceState) {
+        let Some(hub) = self.0.upgrade() else { return };
+        let status = SourceStatus {
+            source: source.to_string(),
+            state: state.label().to_string(),
+            detail: state.detail(),
+            updated_at_ms: now_ms(),
+        };
+        if let Err(e) = hub.store.set_source_status(&status) {
+            tracing::error!(%source, error = %e, "cannot record the source status");
+        }
+    }
+}

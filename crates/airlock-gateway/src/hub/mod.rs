@@ -1,0 +1,195 @@
+//! The hub: it starts, wires and stops four parts, each owning its state
+//! and locks:
+//!
+//! - [`Sources`]: the upstream connections and the merged catalog;
+//! - [`Clients`]: connected sessions, calls in flight, and the routing of
+//!   a source's traffic back to a client;
+//! - [`PolicyView`]: the rules, the reviews, and the per-call [`View`];
+//! - [`Approvals`]: waiting calls, run grants, human channels, parked
+//!   calls and the seal.
+//!
+//! The sources reach back into the hub through [`link`].
+
+mod approvals;
+mod clients;
+mod link;
+mod policy_view;
+mod sources;
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use airlock_config::{Config, HubSettings};
+use airlock_store::Store;
+use airlock_upstream::{Downstream, Source};
+use tokio_util::sync::CancellationToken;
+
+pub use approvals::Approvals;
+pub(crate) use approvals::GrantSpent;
+pub use clients::{Clients, RouteError, SessionId};
+pub(crate) use clients::{InFlight, InFlightGuard};
+pub use policy_view::{ASK_NOTE, PolicyState, PolicyView, Reviewed, View};
+pub use sources::Sources;
+
+use crate::catalog::Catalog;
+use crate::secrets::HubSecrets;
+
+pub struct Hub {
+    pub(crate) sources: Sources,
+    pub(crate) clients: Arc<Clients>,
+    pub(crate) policy: PolicyView,
+    pub(crate) approvals: Approvals,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) secrets: Arc<HubSecrets>,
+    settings: HubSettings,
+    /// Run with no config file: the built-in demo, whose only source is
+    /// airlock itself.
+    builtin: bool,
+    shutdown: CancellationToken,
+}
+
+/// The principal approvals belong to: `AIRLOCK_PRINCIPAL`, else the OS user.
+pub fn principal() -> String {
+    std::env::var("AIRLOCK_PRINCIPAL")
+        .or_else(|_| std::env::var("USER"))
+        .or_else(|_| std::env::var("USERNAME"))
+        .unwrap_or_else(|_| "local".into())
+}
+
+impl Hub {
+    /// Builds the hub and starts every source in parallel. Returns at once;
+    /// use [`Hub::settled`] to wait for the first attempt of each.
+    pub fn start(config: Config, store: Arc<dyn Store>, secrets: Arc<HubSecrets>) -> Arc<Hub> {
+        let shutdown = CancellationToken::new();
+        let hub = Arc::new_cyclic(|weak: &Weak<Hub>| {
+            let link: Arc<dyn Downstream> = Arc::new(link::Link(weak.clone()));
+            let sources = config
+                .sources
+                .iter()
+                .map(|s| {
+                    Source::new(
+                        s.clone(),
+                        config.hub.connect_timeout,
+                        config.hub.max_message_bytes,
+                        link.clone(),
+                        secrets.clone(),
+                        shutdown.child_token(),
+                    )
+                })
+                .collect();
+            let timeouts = config
+                .sources
+                .iter()
+                .map(|s| config.timeout_for(s))
+                .collect();
+            Hub {
+                sources: Sources::new(sources, timeouts, store.clone()),
+                clients: Arc::new(Clients::default()),
+                policy: PolicyView::new(&config, store.clone()),
+                approvals: Approvals::new(principal(), &config.hub),
+                store,
+                secrets,
+                settings: config.hub,
+                builtin: config.origin.is_none(),
+                shutdown,
+            }
+        });
+        match hub.store.ledger_recover() {
+            Ok((0, 0)) => {}
+            Ok((failed, expired)) => tracing::warn!(
+                failed,
+                expired,
+                "approvals left from a previous run: executing calls marked failed (never re-run), pending ones expired"
+            ),
+            Err(e) => tracing::error!(error = %e, "cannot recover the approval ledger"),
+        }
+        for source in hub.sources.all() {
+            tokio::spawn(source.clone().run());
+        }
+        hub
+    }
+
+    /// Every source, in config order.
+    pub fn sources(&self) -> &[Arc<Source>] {
+        self.sources.all()
+    }
+
+    /// The `[hub]` settings it started with.
+    pub fn settings(&self) -> &HubSettings {
+        &self.settings
+    }
+
+    pub fn principal(&self) -> &str {
+        self.approvals.principal()
+    }
+
+    pub fn secrets(&self) -> &Arc<HubSecrets> {
+        &self.secrets
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Cancelled when the hub stops; faces and channels stop with it.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.sources.catalog()
+    }
+
+    /// One consistent view of the catalog, rules and reviews as of now.
+    pub fn view(&self) -> View {
+        self.policy.view(self.sources.catalog())
+    }
+
+    /// Attaches the human channels beyond the CLI (once).
+    pub fn attach_channels(&self, channels: Arc<dyn crate::channels::HumanChannels>) {
+        self.approvals.attach_channels(channels);
+    }
+
+    /// A human channel recorded a decision on `id`: wake its call.
+    pub fn wake_approval(&self, id: &str) {
+        self.approvals.wake(id);
+    }
+
+    /// Replaces the rules, trust flags and connections with those of a
+    /// freshly loaded config. Sources themselves change only on restart;
+    /// the returned notes say what was not applied.
+    pub fn reload_policy(&self, config: &Config) -> Vec<String> {
+        let mut notes = Vec::new();
+        let running: Vec<&str> = self.sources.all().iter().map(|s| s.name()).collect();
+        let wanted: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
+        if running != wanted {
+            notes.push(format!(
+                "the config lists sources {wanted:?} but {running:?} are running; source changes take effect on restart"
+            ));
+        }
+        self.policy.reload(config);
+        notes
+    }
+
+    /// Waits (at most `limit`) until every source is ready or has failed once.
+    pub async fn settled(&self, limit: Duration) {
+        let all = futures::future::join_all(self.sources.all().iter().map(|s| s.settled()));
+        let _ = tokio::time::timeout(limit, all).await;
+    }
+
+    /// Stops every source (their processes end) and makes the store durable.
+    pub async fn stop(&self) {
+        self.shutdown.cancel();
+        let all = futures::future::join_all(self.sources.all().iter().map(|s| s.stopped()));
+        let _ = tokio::time::timeout(Duration::from_secs(5), all).await;
+        if let Err(e) = self.store.flush() {
+            tracing::error!(error = %e, "flushing the store at shutdown failed");
+        }
+    }
+
+    /// A client session ended: forget it, and the grants given in it.
+    pub(crate) fn forget_session(&self, id: SessionId) {
+        self.approvals.run_grants.forget_session(id);
+        self.clients.forget(id);
+    }
+}

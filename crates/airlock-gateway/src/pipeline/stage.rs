@@ -1,0 +1,79 @@
+//! The one value [`super::forward`] accepts: a call that may run, with the
+//! proof of why. Its fields are private to this module, and each way to
+//! make one takes a proof only the step that grants it can produce.
+
+use airlock_store::ledger::Executing;
+use rmcp::model::JsonObject;
+
+use super::decide::PolicyAllows;
+use super::input::Resumed;
+use super::{Target, ToolCall};
+use crate::hub::GrantSpent;
+
+/// Why a call may run.
+pub(crate) enum Proof {
+    /// Policy allowed it ([`super::decide`]).
+    Policy,
+    /// A person's "allow for this run" covered it.
+    RunGrant,
+    /// A person approved it; the claim is held until it ends.
+    Person(Executing),
+    /// It was allowed when it started, and is resuming with the client's
+    /// input.
+    Resumed(Resumed),
+}
+
+pub(crate) struct Allowed {
+    call: ToolCall,
+    target: Target,
+    proof: Proof,
+}
+
+impl Allowed {
+    pub(super) fn by_policy(call: ToolCall, target: Target, _yes: PolicyAllows) -> Allowed {
+        Allowed {
+            call,
+            target,
+            proof: Proof::Policy,
+        }
+    }
+
+    pub(super) fn by_run_grant(call: ToolCall, target: Target, _grant: GrantSpent) -> Allowed {
+        Allowed {
+            call,
+            target,
+            proof: Proof::RunGrant,
+        }
+    }
+
+    /// The call runs with `arguments`, the ones the person was shown
+    /// (checked by digest), never anything resent.
+    pub(super) fn by_person(
+        mut call: ToolCall,
+        target: Target,
+        claim: Executing,
+        arguments: JsonObject,
+    ) -> Allowed {
+        call.params.arguments = Some(arguments);
+        // airlock's own form and answer are not the source's business.
+        call.params.request_state = None;
+        call.params.input_responses = None;
+        Allowed {
+            call,
+            target,
+            proof: Proof::Person(claim),
+        }
+    }
+
+    pub(super) fn resumed(call: ToolCall, target: Target, resumed: Resumed) -> Allowed {
+        Allowed {
+            call,
+            target,
+            proof: Proof::Resumed(resumed),
+        }
+    }
+
+    pub(super) fn into_parts(self) -> (ToolCall, Target, Proof) {
+        (self.call, self.target, self.proof)
+    }
+}
