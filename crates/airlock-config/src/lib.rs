@@ -18,6 +18,7 @@ mod model;
 mod names;
 mod raw;
 mod rules;
+mod syntax;
 
 pub use rules::{compile_glob, compile_regex};
 

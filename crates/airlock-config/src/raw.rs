@@ -7,38 +7,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{ConfigError, closest};
+use crate::error::ConfigError;
 use crate::model::{ApprovalPage, Config, HubSettings, Layer, SourceConfig, Transport};
 use crate::names::validate_source_name;
-use crate::rules::{CONDITION_KEYS, RULE_KEYS, RawRule};
-
-const HUB_KEYS: &[&str] = &[
-    "call_timeout",
-    "connect_timeout",
-    "max_message_bytes",
-    "allow_non_loopback",
-    "managed_policy",
-    "approval_wait",
-    "approval_ttl",
-    "approval_retention",
-    "allowed_programs",
-    "approval_page",
-];
-const SOURCE_KEYS: &[&str] = &[
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "call_timeout",
-    "prefix",
-    "trusted",
-    "connection",
-    "allow_private",
-    "quote_output",
-];
-const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
+use crate::rules::RawRule;
+use crate::syntax::toml_error;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -386,66 +359,6 @@ fn check_unique(
         }
     }
     Ok(())
-}
-
-pub(crate) fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
-    let offset = e.span().map(|s| s.start);
-    let message = e.message().trim().to_string();
-    let header = offset
-        .map(|o| table_header_before(text, o))
-        .unwrap_or_default();
-    let word = offset.map(|o| word_at(text, o)).filter(|w| !w.is_empty());
-    let key = match (&word, header.is_empty()) {
-        (Some(w), false) => Some(format!("{header}.{w}")),
-        (Some(w), true) => Some(w.clone()),
-        (None, false) => Some(header.clone()),
-        (None, true) => None,
-    };
-    let fix = if let Some(unknown) = message
-        .strip_prefix("unknown field `")
-        .and_then(|r| r.split('`').next())
-    {
-        let known = if header.is_empty() {
-            TOP_KEYS
-        } else if header == "hub" {
-            HUB_KEYS
-        } else if header == "rules.when" {
-            CONDITION_KEYS
-        } else if header == "rules" {
-            RULE_KEYS
-        } else {
-            SOURCE_KEYS
-        };
-        match closest(unknown, known) {
-            Some(k) => format!("did you mean `{k}`? (known keys: {})", known.join(", ")),
-            None => format!("remove it; known keys here: {}", known.join(", ")),
-        }
-    } else if message.contains("invalid type") {
-        "check the value's type against docs/config.md (strings are quoted, lists use [ ])".into()
-    } else {
-        "fix the TOML syntax at this position (see docs/config.md for examples)".into()
-    };
-    let message = message.lines().next().unwrap_or("invalid TOML").to_string();
-    ConfigError::at(path, text, offset, key, message, fix)
-}
-
-fn table_header_before(text: &str, offset: usize) -> String {
-    let offset = offset.min(text.len());
-    text[..offset]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('[') && l.ends_with(']'))
-        .map(|l| l.trim_matches(['[', ']']).trim().to_string())
-        .unwrap_or_default()
-}
-
-fn word_at(text: &str, offset: usize) -> String {
-    text.get(offset..)
-        .unwrap_or("")
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .collect()
 }
 
 #[cfg(test)]

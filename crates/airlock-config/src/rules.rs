@@ -10,16 +10,6 @@ use toml::Spanned;
 use crate::error::{ConfigError, closest};
 use crate::model::{Action, ArgCondition, ArgTest, Layer, RuleConfig};
 
-pub(crate) const RULE_KEYS: &[&str] = &[
-    "action",
-    "source",
-    "tool",
-    "connection",
-    "pin",
-    "when",
-    "for_future",
-];
-pub(crate) const CONDITION_KEYS: &[&str] = &["pointer", "glob", "equals", "regex"];
 const ACTIONS: &[&str] = &["allow", "ask", "deny"];
 
 #[derive(Deserialize)]
@@ -217,7 +207,7 @@ pub(crate) fn validate(
 
 pub(crate) fn parse_managed(path: &Path, text: &str) -> Result<Vec<RuleConfig>, ConfigError> {
     let file: ManagedFile =
-        toml::from_str(text).map_err(|e| crate::raw::toml_error(path, text, &e))?;
+        toml::from_str(text).map_err(|e| crate::syntax::toml_error(path, text, &e))?;
     validate(path, text, Layer::Managed, file.rules)
 }
 

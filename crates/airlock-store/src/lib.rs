@@ -3,9 +3,10 @@
 //! Everything the hub must remember across restarts goes through the
 //! [`Store`] trait: the catalog of what each source offered when last seen,
 //! each source's last known status, the contracts a person reviewed, and
-//! the hash-chained audit log of every decision and outcome. The embedded backend is
-//! SQLite ([`SqliteStore`]) in the user's data directory; a hosted backend
-//! (PostgreSQL with row-level security) implements the same trait.
+//! the approval ledger, the standing rules people created, the commands
+//! they approved, and the hash-chained audit log of every decision and
+//! outcome. The one backend today is embedded SQLite ([`SqliteStore`]) in
+//! the user's data directory.
 //!
 //! This crate knows nothing about MCP beyond storing definitions as JSON.
 

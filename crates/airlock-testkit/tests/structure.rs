@@ -174,3 +174,157 @@ fn contracts(db: &Path) -> Vec<(String, String, String)> {
         .collect::<Result<_, _>>()
         .unwrap()
 }
+
+/// Which sibling modules `text` refers to through `prefix` (`crate::` or
+/// `super::`), by first path segment, in paths and in `use` groups.
+fn referenced(text: &str, prefix: &str, siblings: &[String]) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(prefix) {
+        rest = &rest[i + prefix.len()..];
+        let names: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            group[..end].split(',').collect()
+        } else {
+            vec![rest]
+        };
+        for n in names {
+            let first: String = n
+                .trim()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if siblings.contains(&first) {
+                out.insert(first);
+            }
+        }
+    }
+    out
+}
+
+/// The modules of a directory (files `x.rs` and directories `x/`), each
+/// with the text of everything in it.
+fn modules(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        if ["lib", "main", "mod"].contains(&name.as_str()) {
+            continue;
+        }
+        let mut files = Vec::new();
+        if p.is_dir() {
+            rust_files(&p, &mut files);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            files.push(p.clone());
+        } else {
+            continue;
+        }
+        // Code only: a comment may name any module.
+        let text = files
+            .iter()
+            .flat_map(|f| {
+                std::fs::read_to_string(f)
+                    .unwrap()
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        out.push((name, text));
+    }
+    out
+}
+
+/// A cycle in `edges`, if there is one, as the path around it.
+fn cycle(
+    edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_string());
+            return Some(c);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|n| visit(n, edges, &mut Vec::new(), &mut done))
+}
+
+/// Modules depend one way: a crate's top-level modules on each other
+/// through `crate::`, and the files of a module directory on their
+/// siblings through `super::`, with no cycle at either level. (A parent's
+/// re-exports are the parent's, not an edge between siblings.)
+#[test]
+fn no_module_depends_on_itself_through_others() {
+    let root = workspace().join("crates");
+    let mut found = Vec::new();
+    for krate in std::fs::read_dir(&root).unwrap().flatten() {
+        let src = krate.path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut dirs = vec![(src.clone(), "crate::")];
+        let mut stack = vec![src.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.path().is_dir() {
+                    dirs.push((e.path(), "super::"));
+                    stack.push(e.path());
+                }
+            }
+        }
+        for (dir, prefix) in dirs {
+            let mods = modules(&dir);
+            let names: Vec<String> = mods.iter().map(|(n, _)| n.clone()).collect();
+            let edges = mods
+                .iter()
+                .map(|(n, text)| {
+                    let mut to = referenced(text, prefix, &names);
+                    to.remove(n);
+                    (n.clone(), to)
+                })
+                .collect();
+            if let Some(c) = cycle(&edges) {
+                found.push(format!("{}: {}", dir.display(), c.join(" -> ")));
+            }
+        }
+    }
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles() {
+    let names = vec!["a".to_string(), "b".to_string()];
+    assert_eq!(
+        referenced("use super::{a, b::X};\nsuper::a::f()", "super::", &names).len(),
+        2
+    );
+    let mut edges = std::collections::BTreeMap::new();
+    edges.insert("a".to_string(), ["b".to_string()].into());
+    edges.insert("b".to_string(), std::collections::BTreeSet::new());
+    assert!(cycle(&edges).is_none());
+    edges.insert("b".to_string(), ["a".to_string()].into());
+    assert_eq!(cycle(&edges).unwrap(), ["a", "b", "a"]);
+}

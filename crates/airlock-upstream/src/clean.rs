@@ -8,7 +8,7 @@ use rmcp::ErrorData;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::client::Secrets;
+use crate::ports::Secrets;
 
 /// `value` with every string inside it scrubbed. Fails only if the scrubbed
 /// form no longer fits the protocol type (a secret equal to a field name):

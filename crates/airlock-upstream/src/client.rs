@@ -8,65 +8,21 @@
 // the servers and clients airlock sits between; relaying them is the point.
 #![allow(deprecated)]
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, Implementation,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
-    ServerNotification, ServerRequest,
+    ClientCapabilities, ClientConfig, ClientResult, Implementation, ServerNotification,
+    ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
 
 use crate::clean::cleaned;
-use crate::source::Source;
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What a source sends toward clients, and where the hub routes it.
-pub trait Downstream: Send + Sync + 'static {
-    /// A request from the server to the client (elicitation, sampling,
-    /// roots). The hub answers it through the client whose call caused it,
-    /// or refuses it when no such client can be found.
-    fn server_request(
-        &self,
-        source: &str,
-        request: ServerRequest,
-    ) -> BoxFuture<'_, Result<ClientResult, ErrorData>>;
-    fn progress(&self, source: &str, params: ProgressNotificationParam);
-    fn log(&self, source: &str, params: LoggingMessageNotificationParam);
-    fn resource_updated(&self, source: &str, params: ResourceUpdatedNotificationParam);
-    /// One of the source's lists changed and its snapshot was refreshed.
-    fn catalog_changed(&self, source: &str);
-    /// The source's state changed (starting, ready, failed, ...).
-    fn state_changed(&self, source: &str, state: &crate::SourceState);
-    /// Whether a person has approved this exact command for `source`.
-    /// Asked before every start; a refusal fails the source with the reason.
-    fn command_allowed(
-        &self,
-        source: &str,
-        command: &crate::command::CommandIdentity,
-    ) -> Result<(), String>;
-}
-
-/// Resolving secret references in a source's env and headers, and keeping
-/// the values out of what the source says about itself (stderr, errors).
-pub trait Secrets: Send + Sync + 'static {
-    /// The text with `secret:NAME` / `${secret:NAME}` replaced by values,
-    /// which from then on are scrubbed from everything that leaves.
-    fn resolve(&self, text: &str) -> Result<String, String>;
-    /// The text with every known secret value redacted.
-    fn scrub(&self, text: &str) -> String;
-    /// Every string inside `value` (object keys included) redacted.
-    fn scrub_json(&self, value: &mut serde_json::Value);
-    /// Whether any secret is known (when none is, scrubbing is skipped).
-    fn active(&self) -> bool;
-}
+use crate::ports::{Downstream, Secrets};
 
 pub(crate) struct UpstreamClient {
-    pub(crate) source: Weak<Source>,
+    /// Called when the server says one of its lists changed.
+    pub(crate) lists_changed: Arc<dyn Fn() + Send + Sync>,
     pub(crate) name: Arc<str>,
     pub(crate) downstream: Arc<dyn Downstream>,
     pub(crate) secrets: Arc<dyn Secrets>,
@@ -125,9 +81,7 @@ impl Service<RoleClient> for UpstreamClient {
             ServerNotification::ToolListChangedNotification(_)
             | ServerNotification::PromptListChangedNotification(_)
             | ServerNotification::ResourceListChangedNotification(_) => {
-                if let Some(source) = self.source.upgrade() {
-                    tokio::spawn(async move { source.refresh_after_change().await });
-                }
+                (self.lists_changed)();
             }
             // Cancellation of our own requests and anything else the
             // server announces needs no action from the hub.

@@ -19,7 +19,8 @@ use rmcp::transport::streamable_http_client::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::client::{Secrets, UpstreamClient};
+use crate::client::UpstreamClient;
+use crate::ports::Secrets;
 
 const STDERR_TAIL_LINES: usize = 20;
 

@@ -22,8 +22,8 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
-use crate::client::Secrets;
 use crate::egress::HttpClient;
+use crate::ports::Secrets;
 
 type Error = StreamableHttpError<reqwest::Error>;
 

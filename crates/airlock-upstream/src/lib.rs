@@ -17,8 +17,9 @@ pub mod command;
 mod connect;
 mod credentials;
 pub mod egress;
+mod ports;
 mod source;
 
-pub use client::{BoxFuture, Downstream, Secrets};
 pub use connect::INHERITED_ENV;
-pub use source::{PendingCall, Snapshot, Source, SourceState, UpstreamError};
+pub use ports::{BoxFuture, Downstream, Secrets, SourceState};
+pub use source::{PendingCall, Snapshot, Source, UpstreamError};

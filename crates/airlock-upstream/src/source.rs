@@ -15,47 +15,9 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::clean::{cleaned, cleaned_error};
-use crate::client::{Downstream, Secrets, UpstreamClient};
+use crate::client::UpstreamClient;
 use crate::connect::{Connection, connect};
-
-/// Where a source stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceState {
-    Starting,
-    Ready,
-    /// It failed to start or died; `retry_in` until the next attempt.
-    Failed {
-        detail: String,
-        retry_in: Duration,
-    },
-    /// The hub stopped it; `last_failure` says why it was down, if it was.
-    Stopped {
-        last_failure: Option<String>,
-    },
-}
-
-impl SourceState {
-    pub fn label(&self) -> &'static str {
-        match self {
-            SourceState::Starting => "starting",
-            SourceState::Ready => "ready",
-            SourceState::Failed { .. } => "failed",
-            SourceState::Stopped { .. } => "stopped",
-        }
-    }
-
-    pub fn detail(&self) -> String {
-        match self {
-            SourceState::Failed { detail, retry_in } => {
-                format!("{detail} (next attempt in {:.1}s)", retry_in.as_secs_f32())
-            }
-            SourceState::Stopped {
-                last_failure: Some(detail),
-            } => format!("down when the hub stopped: {detail}"),
-            _ => String::new(),
-        }
-    }
-}
+use crate::ports::{Downstream, Secrets, SourceState};
 
 /// What a source offered when last listed.
 #[derive(Debug, Clone, Default)]
@@ -182,8 +144,13 @@ impl Source {
                 break;
             }
             self.set_state(SourceState::Starting);
+            let me = Arc::downgrade(&self);
             let handler = UpstreamClient {
-                source: Arc::downgrade(&self),
+                lists_changed: Arc::new(move || {
+                    if let Some(source) = me.upgrade() {
+                        tokio::spawn(async move { source.refresh_after_change().await });
+                    }
+                }),
                 name: self.name.clone(),
                 downstream: self.downstream.clone(),
                 secrets: self.secrets.clone(),

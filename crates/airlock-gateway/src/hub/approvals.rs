@@ -12,8 +12,8 @@ use tokio::sync::Notify;
 
 use super::clients::SessionId;
 use crate::channels::HumanChannels;
-use crate::pipeline::input::ParkedCalls;
-use crate::pipeline::seal::Sealer;
+use crate::parked::ParkedCalls;
+use crate::seal::Sealer;
 
 /// How long approvals wait and are kept.
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,7 @@ use rmcp::service::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
 use crate::outbox::Outbox;
-use crate::pipeline::input::InputNeeded;
+use crate::parked::InputNeeded;
 
 pub type SessionId = u64;
 

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use super::Hub;
 use super::clients::Route;
 use crate::outbox::Note;
-use crate::pipeline::input::{InputNeeded, client_supports};
+use crate::parked::{InputNeeded, client_supports};
 
 /// Holds a weak reference so the sources (owned by the hub) do not keep it
 /// alive.

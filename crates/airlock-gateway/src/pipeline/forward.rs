@@ -1,4 +1,6 @@
-//! Step 2: send the call to its source and wait, within budget.
+//! Step 3: send an allowed call to its source and wait, within budget.
+
+use std::sync::Arc;
 
 use airlock_config::Action;
 use airlock_upstream::{PendingCall, Secrets, UpstreamError};
@@ -13,8 +15,11 @@ use tokio_util::sync::CancellationToken;
 use airlock_store::ledger::Executing;
 
 use super::stage::Proof;
-use super::{Allowed, Target, ToolCall, input};
-use crate::hub::{Hub, InFlight, InFlightGuard};
+use super::{Allowed, Target, ToolCall};
+use crate::hub::{Clients, Hub, InFlight, InFlightGuard, Sources};
+use crate::parked;
+use crate::parked::ParkedCalls;
+use crate::secrets::HubSecrets;
 use crate::versions;
 
 /// How the upstream call ended.
@@ -71,10 +76,32 @@ pub(crate) struct Ran {
     pub claim: Option<Executing>,
 }
 
+/// The parts of the hub a call on its way to a source needs.
+pub(crate) struct Wire<'a> {
+    sources: &'a Sources,
+    /// Where the call is marked in flight, so the source's requests and
+    /// progress find their way back to its client.
+    clients: &'a Arc<Clients>,
+    /// Where a 2026-07-28 client's call waits while the client answers.
+    parked: &'a ParkedCalls,
+    secrets: &'a HubSecrets,
+}
+
+impl<'a> Wire<'a> {
+    pub(crate) fn of(hub: &'a Hub) -> Wire<'a> {
+        Wire {
+            sources: &hub.sources,
+            clients: &hub.clients,
+            parked: &hub.approvals.parked,
+            secrets: &hub.secrets,
+        }
+    }
+}
+
 /// Sends an allowed call to its source and waits for the answer.
-pub(crate) async fn tool(hub: &Hub, allowed: Allowed) -> Ran {
+pub(crate) async fn tool(hub: &Wire<'_>, allowed: Allowed) -> Ran {
     let (call, target, proof) = allowed.into_parts();
-    let sources = &hub.sources;
+    let sources = hub.sources;
     let mut claim = None;
     let outcome = match proof {
         // A retry re-attaches to the call that was waiting for its input.
@@ -95,7 +122,7 @@ pub(crate) async fn tool(hub: &Hub, allowed: Allowed) -> Ran {
     }
 }
 
-async fn start(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
+async fn start(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
     if call.modern {
         detached(hub, call, target).await
     } else {
@@ -114,7 +141,11 @@ fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
 /// The source's answer. Everything in it was scrubbed on arrival (I1, in
 /// airlock-upstream); only our own description of a failure, which may
 /// quote what the transport saw, is scrubbed here.
-fn answered(hub: &Hub, source: usize, result: Result<CallToolResponse, UpstreamError>) -> Outcome {
+fn answered(
+    hub: &Wire<'_>,
+    source: usize,
+    result: Result<CallToolResponse, UpstreamError>,
+) -> Outcome {
     match result {
         Ok(CallToolResponse::Complete(mut r)) => {
             // Upstream text never speaks with airlock's voice.
@@ -126,7 +157,7 @@ fn answered(hub: &Hub, source: usize, result: Result<CallToolResponse, UpstreamE
         }
         Ok(other) => Outcome::Answered(other),
         Err(UpstreamError::Mcp { error, .. }) => Outcome::Refused(error),
-        Err(e) => Outcome::Failed(Secrets::scrub(hub.secrets.as_ref(), &e.to_string())),
+        Err(e) => Outcome::Failed(Secrets::scrub(hub.secrets, &e.to_string())),
     }
 }
 
@@ -140,10 +171,10 @@ type Started = (
 /// request the source makes of the client during this call finds its way
 /// back to this client.
 async fn send(
-    hub: &Hub,
+    hub: &Wire<'_>,
     call: &ToolCall,
     target: &Target,
-    input: Option<mpsc::UnboundedSender<input::InputNeeded>>,
+    input: Option<mpsc::UnboundedSender<parked::InputNeeded>>,
 ) -> Result<Started, Outcome> {
     // With a client that asked for progress (and is not parked for input),
     // the source's progress for this call arrives here, in order.
@@ -174,7 +205,7 @@ async fn send(
 
 /// The call lives inside this client request: requests the source makes of
 /// the client go straight to it, and progress is relayed in order.
-async fn attached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
+async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
     let (in_flight, mut progress, pending) = match send(hub, call, target, None).await {
         Ok(started) => started,
         Err(failed) => return failed,
@@ -206,7 +237,7 @@ async fn attached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
 
 /// For 2026-07-28 clients: the call runs in a task of its own so it can
 /// outlive this client request while the client answers an input request.
-async fn detached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
+async fn detached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
     let (input_tx, input_rx) = mpsc::unbounded_channel();
     let timeout = hub.sources.call_timeout(target.source);
     let (in_flight, _, pending) = match send(hub, call, target, Some(input_tx)).await {
@@ -224,7 +255,7 @@ async fn detached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
         }
         drop(in_flight);
     });
-    let running = input::Running {
+    let running = parked::Running {
         done: done_rx,
         input: input_rx,
         cancel,
@@ -235,15 +266,15 @@ async fn detached(hub: &Hub, call: &ToolCall, target: &Target) -> Outcome {
 /// Waits on a detached call until it ends, or until the source needs input
 /// from the client, in which case the call is parked and the client asked.
 async fn attach(
-    hub: &Hub,
+    hub: &Wire<'_>,
     call: &ToolCall,
     source: usize,
-    mut running: input::Running,
+    mut running: parked::Running,
     timeout: std::time::Duration,
 ) -> Outcome {
     enum Event {
         Done(Option<Result<CallToolResponse, UpstreamError>>),
-        Input(input::InputNeeded),
+        Input(parked::InputNeeded),
         Cancelled,
     }
     loop {
@@ -258,7 +289,7 @@ async fn attach(
             Event::Cancelled => return Outcome::Failed("the client cancelled the call".into()),
             Event::Input(needed) => {
                 if let Err(why) =
-                    input::client_supports(call.capabilities.as_ref(), &needed.request)
+                    parked::client_supports(call.capabilities.as_ref(), &needed.request)
                 {
                     let _ = needed.reply.send(Err(ErrorData::invalid_request(
                         format!("airlock: {why}"),
@@ -266,11 +297,7 @@ async fn attach(
                     )));
                     continue;
                 }
-                match hub
-                    .approvals
-                    .parked
-                    .park(&call.params.name, running, needed, timeout)
-                {
+                match hub.parked.park(&call.params.name, running, needed, timeout) {
                     Ok(ask) => return Outcome::Answered(ask),
                     Err(back) => running = back,
                 }

@@ -22,11 +22,10 @@ mod approval;
 mod audit;
 pub(crate) mod decide;
 mod forward;
-pub(crate) mod input;
 mod prompt;
 mod record;
 mod resolve;
-pub(crate) mod seal;
+mod settle;
 mod stage;
 
 use std::sync::Arc;
@@ -39,10 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::hub::{Hub, SessionId};
 
-pub(crate) use approval::Desk;
 pub(crate) use audit::Audit;
 pub(crate) use forward::Outcome;
 pub(crate) use resolve::Target;
+pub(crate) use settle::Desk;
 pub(crate) use stage::Allowed;
 
 /// One call as the client made it, with who made it.
@@ -77,8 +76,8 @@ enum Entry {
 impl Entry {
     fn of(call: &ToolCall) -> Entry {
         match call.params.request_state.as_deref() {
-            Some(s) if s.starts_with(seal::SEAL_PREFIX) => Entry::Answer,
-            Some(s) if s.starts_with(input::STATE_PREFIX) => Entry::Resume,
+            Some(s) if s.starts_with(crate::seal::SEAL_PREFIX) => Entry::Answer,
+            Some(s) if s.starts_with(crate::parked::STATE_PREFIX) => Entry::Resume,
             // No state, or a source's own: a fresh call, decided by policy.
             _ => Entry::Fresh,
         }
@@ -114,7 +113,11 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
         },
         // 2c. A 2026-07-28 client's retry with the person's answer.
         Entry::Answer => prompt::resume(&Desk::of(hub), &audit, call, target).await,
-        Entry::Resume => match input::resume(&hub.approvals.parked, &call) {
+        Entry::Resume => match hub.approvals.parked.resume(
+            call.params.request_state.as_deref().unwrap_or_default(),
+            &call.params.name,
+            call.params.input_responses.as_ref(),
+        ) {
             Ok(resumed) => Admission::Allowed(Box::new(Allowed::resumed(call, target, resumed))),
             Err(why) => {
                 let refused =
@@ -130,7 +133,7 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
         Admission::AskClient(response) => return Ok(response),
     };
     // 3. Call the source within its time and size budget.
-    let ran = forward::tool(hub, allowed).await;
+    let ran = forward::tool(&forward::Wire::of(hub), allowed).await;
     // 4. Record how it ended; an approval is spent whatever happened.
     record::call(&audit, hub.store.as_ref(), ran)
 }

@@ -29,7 +29,7 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::approval::{self, Desk, TIMED_OUT};
+use super::settle::{self, Desk, TIMED_OUT};
 use super::{Admission, Audit, Outcome, Target, ToolCall};
 
 /// The key of airlock's form in `inputRequests` / `inputResponses`.
@@ -266,7 +266,7 @@ pub(crate) async fn resume(
         Err(e) => return failed(format!("the decision could not be recorded: {e}")),
     }
     match desk.store.ledger_waited(&row.id) {
-        Ok(waited) => approval::settle(desk, audit, call, target, waited),
+        Ok(waited) => settle::settle(desk, audit, call, target, waited),
         Err(e) => failed(format!("the approval could not be read: {e}")),
     }
 }

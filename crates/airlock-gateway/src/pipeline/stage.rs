@@ -6,9 +6,9 @@ use airlock_store::ledger::Executing;
 use rmcp::model::JsonObject;
 
 use super::decide::PolicyAllows;
-use super::input::Resumed;
 use super::{Target, ToolCall};
 use crate::hub::GrantSpent;
+use crate::parked::Resumed;
 
 /// Why a call may run.
 pub(crate) enum Proof {

@@ -46,26 +46,13 @@ pub(crate) struct Running {
 }
 
 /// A parked call handed back to the client's retry that brought its input.
-/// Only [`resume`] makes one: the call was allowed when it started.
+/// Only [`ParkedCalls::resume`] makes one: the call was allowed when it started.
 pub(crate) struct Resumed(Running);
 
 impl Resumed {
     pub(crate) fn into_running(self) -> Running {
         self.0
     }
-}
-
-/// The retry of a call parked for input: delivers the client's answer to
-/// the waiting source and hands back the call to re-attach to.
-pub(crate) fn resume(parked: &ParkedCalls, call: &super::ToolCall) -> Result<Resumed, String> {
-    let state = call.params.request_state.as_deref().unwrap_or_default();
-    parked
-        .resume(
-            state,
-            &call.params.name,
-            call.params.input_responses.as_ref(),
-        )
-        .map(Resumed)
 }
 
 impl Drop for Running {
@@ -169,17 +156,24 @@ impl ParkedCalls {
         )))
     }
 
-    /// Delivers the client's answer and hands back the call to re-attach to.
-    fn resume(
+    /// The retry of a call parked for input (`state`, for `tool`): delivers
+    /// the client's answer to the waiting source and hands back the call
+    /// to re-attach to.
+    pub(crate) fn resume(
         &self,
         state: &str,
         tool: &str,
         responses: Option<&BTreeMap<String, serde_json::Value>>,
-    ) -> Result<Running, String> {
+    ) -> Result<Resumed, String> {
         let parked = {
             let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
             match calls.get(state) {
                 None => return Err("this requestState is unknown, already used or expired".into()),
+                // Past its time: the call is dropped (and so stopped).
+                Some(p) if p.expires <= Instant::now() => {
+                    calls.remove(state);
+                    return Err("this requestState is unknown, already used or expired".into());
+                }
                 Some(p) if p.tool != tool => {
                     return Err(format!(
                         "this requestState belongs to a call of `{}`, not `{tool}`",
@@ -197,7 +191,7 @@ impl ParkedCalls {
         match result {
             Ok(r) => {
                 let _ = parked.reply.send(Ok(r));
-                Ok(parked.running)
+                Ok(Resumed(parked.running))
             }
             Err(why) => {
                 let _ = parked.reply.send(Err(ErrorData::invalid_params(
@@ -223,4 +217,122 @@ fn parse_answer(kind: Kind, v: serde_json::Value) -> Result<ClientResult, String
             serde_json::from_value::<ListRootsResult>(v).map_err(bad)?,
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ElicitRequest, PingRequest};
+    use serde_json::json;
+
+    fn running() -> (Running, CancellationToken) {
+        let (_done_tx, done) = oneshot::channel();
+        let (_input_tx, input) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let r = Running {
+            done,
+            input,
+            cancel: cancel.clone(),
+        };
+        (r, cancel)
+    }
+
+    fn elicit() -> (
+        InputNeeded,
+        oneshot::Receiver<Result<ClientResult, ErrorData>>,
+    ) {
+        let params = serde_json::from_value(json!({
+            "mode": "form",
+            "message": "name?",
+            "requestedSchema": {"type": "object", "properties": {"n": {"type": "string"}}},
+        }))
+        .unwrap();
+        let (reply, rx) = oneshot::channel();
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        (InputNeeded { request, reply }, rx)
+    }
+
+    fn state_of(r: CallToolResponse) -> String {
+        match r {
+            CallToolResponse::InputRequired(i) => i.request_state.unwrap(),
+            _ => panic!("not input_required"),
+        }
+    }
+
+    fn answer() -> BTreeMap<String, serde_json::Value> {
+        BTreeMap::from([(
+            INPUT_KEY.to_string(),
+            json!({"action": "accept", "content": {"n": "x"}}),
+        )])
+    }
+
+    #[test]
+    fn a_parked_call_resumes_once_for_its_own_tool_with_the_answer() {
+        let parked = ParkedCalls::default();
+        let (r, cancel) = running();
+        let (needed, mut reply) = elicit();
+        let Ok(ask) = parked.park("t", r, needed, Duration::from_secs(60)) else {
+            panic!("not parked")
+        };
+        let state = state_of(ask);
+        assert!(state.starts_with(STATE_PREFIX));
+        let err = parked
+            .resume(&state, "other", Some(&answer()))
+            .err()
+            .unwrap();
+        assert!(err.contains("belongs to a call of `t`"), "{err}");
+        let resumed = parked.resume(&state, "t", Some(&answer())).ok().unwrap();
+        assert!(matches!(
+            reply.try_recv(),
+            Ok(Ok(ClientResult::ElicitResult(_)))
+        ));
+        // Single use.
+        assert!(parked.resume(&state, "t", Some(&answer())).is_err());
+        assert!(!cancel.is_cancelled());
+        drop(resumed.into_running());
+        assert!(cancel.is_cancelled(), "dropping the call stops it");
+    }
+
+    #[test]
+    fn an_unusable_answer_is_refused_to_both_sides() {
+        let parked = ParkedCalls::default();
+        let (r, cancel) = running();
+        let (needed, mut reply) = elicit();
+        let state = state_of(
+            parked
+                .park("t", r, needed, Duration::from_secs(60))
+                .ok()
+                .unwrap(),
+        );
+        let bad = BTreeMap::from([(INPUT_KEY.to_string(), json!({"action": 7}))]);
+        assert!(parked.resume(&state, "t", Some(&bad)).is_err());
+        assert!(matches!(reply.try_recv(), Ok(Err(_))));
+        assert!(cancel.is_cancelled());
+    }
+
+    #[test]
+    fn an_expired_parked_call_is_gone_and_stopped() {
+        let parked = ParkedCalls::default();
+        let (r, cancel) = running();
+        let (needed, _reply) = elicit();
+        let state = state_of(parked.park("t", r, needed, Duration::ZERO).ok().unwrap());
+        let err = parked.resume(&state, "t", Some(&answer())).err().unwrap();
+        assert!(err.contains("expired"), "{err}");
+        assert!(cancel.is_cancelled());
+    }
+
+    #[test]
+    fn a_request_a_modern_client_cannot_take_is_refused_to_the_source() {
+        let parked = ParkedCalls::default();
+        let (r, cancel) = running();
+        let (reply, mut rx) = oneshot::channel();
+        let needed = InputNeeded {
+            request: ServerRequest::PingRequest(PingRequest::default()),
+            reply,
+        };
+        let back = parked.park("t", r, needed, Duration::from_secs(60));
+        assert!(back.is_err(), "the call is handed back to keep waiting");
+        assert!(matches!(rx.try_recv(), Ok(Err(_))));
+        assert!(!cancel.is_cancelled());
+    }
 }

@@ -1,0 +1,95 @@
+//! The crate's ports: what it needs from the hub that runs it, and what
+//! it reports. A leaf module; everything else here depends on it, and it on
+//! nothing else in the crate but the command's identity.
+
+// Logging, sampling and roots are deprecated by SEP-2577 but still relayed.
+#![allow(deprecated)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam, ServerRequest,
+};
+
+use crate::command::CommandIdentity;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a source sends toward clients, and where the hub routes it.
+pub trait Downstream: Send + Sync + 'static {
+    /// A request from the server to the client (elicitation, sampling,
+    /// roots). The hub answers it through the client whose call caused it,
+    /// or refuses it when no such client can be found.
+    fn server_request(
+        &self,
+        source: &str,
+        request: ServerRequest,
+    ) -> BoxFuture<'_, Result<ClientResult, ErrorData>>;
+    fn progress(&self, source: &str, params: ProgressNotificationParam);
+    fn log(&self, source: &str, params: LoggingMessageNotificationParam);
+    fn resource_updated(&self, source: &str, params: ResourceUpdatedNotificationParam);
+    /// One of the source's lists changed and its snapshot was refreshed.
+    fn catalog_changed(&self, source: &str);
+    /// The source's state changed (starting, ready, failed, ...).
+    fn state_changed(&self, source: &str, state: &SourceState);
+    /// Whether a person has approved this exact command for `source`.
+    /// Asked before every start; a refusal fails the source with the reason.
+    fn command_allowed(&self, source: &str, command: &CommandIdentity) -> Result<(), String>;
+}
+
+/// Resolving secret references in a source's env and headers, and keeping
+/// the values out of what the source says about itself (stderr, errors).
+pub trait Secrets: Send + Sync + 'static {
+    /// The text with `secret:NAME` / `${secret:NAME}` replaced by values,
+    /// which from then on are scrubbed from everything that leaves.
+    fn resolve(&self, text: &str) -> Result<String, String>;
+    /// The text with every known secret value redacted.
+    fn scrub(&self, text: &str) -> String;
+    /// Every string inside `value` (object keys included) redacted.
+    fn scrub_json(&self, value: &mut serde_json::Value);
+    /// Whether any secret is known (when none is, scrubbing is skipped).
+    fn active(&self) -> bool;
+}
+
+/// Where a source stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceState {
+    Starting,
+    Ready,
+    /// It failed to start or died; `retry_in` until the next attempt.
+    Failed {
+        detail: String,
+        retry_in: Duration,
+    },
+    /// The hub stopped it; `last_failure` says why it was down, if it was.
+    Stopped {
+        last_failure: Option<String>,
+    },
+}
+
+impl SourceState {
+    pub fn label(&self) -> &'static str {
+        match self {
+            SourceState::Starting => "starting",
+            SourceState::Ready => "ready",
+            SourceState::Failed { .. } => "failed",
+            SourceState::Stopped { .. } => "stopped",
+        }
+    }
+
+    pub fn detail(&self) -> String {
+        match self {
+            SourceState::Failed { detail, retry_in } => {
+                format!("{detail} (next attempt in {:.1}s)", retry_in.as_secs_f32())
+            }
+            SourceState::Stopped {
+                last_failure: Some(detail),
+            } => format!("down when the hub stopped: {detail}"),
+            _ => String::new(),
+        }
+    }
+}
