@@ -60,191 +60,15 @@ struct RawSource {
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
-    let err = |offset: usize, key: String, msg: String, fix: String| {
-        ConfigError::at(path, text, Some(offset), Some(key), msg, fix)
+    let hub = match raw.hub {
+        Some(h) => parse_hub(path, text, h)?,
+        None => HubSettings::default(),
     };
-
-    let mut hub = HubSettings::default();
-    if let Some(h) = raw.hub {
-        if let Some(t) = h.call_timeout {
-            hub.call_timeout = duration(path, text, "hub.call_timeout", &t)?;
-        }
-        if let Some(t) = h.connect_timeout {
-            hub.connect_timeout = duration(path, text, "hub.connect_timeout", &t)?;
-        }
-        if let Some(n) = h.max_message_bytes {
-            let v = *n.get_ref();
-            if !(1024..=(1 << 30)).contains(&v) {
-                return Err(err(
-                    n.span().start,
-                    "hub.max_message_bytes".into(),
-                    format!("{v} is outside the accepted range"),
-                    "use a byte count between 1024 and 1073741824 (1 GiB)".into(),
-                ));
-            }
-            hub.max_message_bytes = v as usize;
-        }
-        if let Some(b) = h.allow_non_loopback {
-            hub.allow_non_loopback = b;
-        }
-        let base = path.parent().unwrap_or(Path::new("."));
-        hub.managed_policy = h.managed_policy.map(|p| base.join(p));
-        if let Some(t) = h.approval_wait {
-            hub.approval_wait = duration(path, text, "hub.approval_wait", &t)?;
-        }
-        if let Some(t) = h.approval_ttl {
-            hub.approval_ttl = duration(path, text, "hub.approval_ttl", &t)?;
-        }
-        hub.allowed_programs = h.allowed_programs;
-        if let Some(p) = h.approval_page {
-            hub.approval_page = match p.get_ref().as_str() {
-                "open" => ApprovalPage::Open,
-                "print" => ApprovalPage::Print,
-                "off" => ApprovalPage::Off,
-                other => {
-                    return Err(err(
-                        p.span().start,
-                        "hub.approval_page".into(),
-                        format!("`{other}` is not a way to show the approval page"),
-                        "use \"open\" (open it in the browser), \"print\" (print its link) or \"off\"".into(),
-                    ));
-                }
-            };
-        }
-        if let Some(t) = h.approval_retention {
-            hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
-        }
-        if hub.approval_ttl <= hub.approval_wait {
-            return Err(ConfigError::at(
-                path,
-                text,
-                None,
-                Some("hub.approval_ttl".into()),
-                "approval_ttl must be longer than approval_wait, or a call could still wait on an approval nobody can give",
-                "set approval_ttl above approval_wait (defaults: 120s and 90s)",
-            ));
-        }
-    }
-
-    let base = path.parent().unwrap_or(Path::new("."));
-    let mut sources = Vec::new();
-    for (name, source) in raw.sources {
-        let key = format!("sources.{}", name.get_ref());
-        validate_source_name(name.get_ref()).map_err(|m| {
-            err(
-                name.span().start,
-                key.clone(),
-                m,
-                format!(
-                    "rename the table, e.g. [sources.{}]",
-                    crate::names::sanitize(name.get_ref())
-                ),
-            )
-        })?;
-        let span = source.span();
-        let s = source.into_inner();
-        let transport = match (s.command, s.url) {
-            (Some(_), Some(url)) => {
-                return Err(err(
-                    url.span().start,
-                    format!("{key}.url"),
-                    "a source has either `command` (stdio) or `url` (Streamable HTTP), not both"
-                        .into(),
-                    "split it into two sources, or remove one of the keys".into(),
-                ));
-            }
-            (None, None) => {
-                return Err(err(
-                    span.start,
-                    key,
-                    "a source needs `command` (stdio) or `url` (Streamable HTTP)".into(),
-                    "add e.g. command = \"npx\" or url = \"https://example.com/mcp\"".into(),
-                ));
-            }
-            (Some(command), None) => {
-                if !s.headers.is_empty() {
-                    return Err(err(
-                        span.start,
-                        format!("{key}.headers"),
-                        "`headers` applies only to url sources".into(),
-                        "remove `headers`, or pass values through `env`".into(),
-                    ));
-                }
-                if command.get_ref().trim().is_empty() {
-                    return Err(err(
-                        command.span().start,
-                        format!("{key}.command"),
-                        "`command` is empty".into(),
-                        "name the program to run, e.g. command = \"npx\"".into(),
-                    ));
-                }
-                for (k, v) in &s.env {
-                    crate::credentials::check(k, v)
-                        .map_err(|(m, f)| err(span.start, format!("{key}.env.{k}"), m, f))?;
-                }
-                for (i, a) in s.args.iter().enumerate() {
-                    let at = format!("{key}.args[{i}]");
-                    crate::credentials::check_arg(&at, a)
-                        .map_err(|(m, f)| err(span.start, at.clone(), m, f))?;
-                }
-                Transport::Stdio {
-                    command: command.into_inner(),
-                    args: s.args,
-                    env: s.env,
-                    cwd: s.cwd.map(|c| base.join(c)),
-                }
-            }
-            (None, Some(url)) => {
-                if !s.args.is_empty() || !s.env.is_empty() || s.cwd.is_some() {
-                    return Err(err(
-                        span.start,
-                        key,
-                        "`args`, `env` and `cwd` apply only to command sources".into(),
-                        "remove them from this url source".into(),
-                    ));
-                }
-                check_url(url.get_ref())
-                    .map_err(|(m, f)| err(url.span().start, format!("{key}.url"), m, f))?;
-                for (k, v) in &s.headers {
-                    crate::credentials::check(k, v)
-                        .map_err(|(m, f)| err(span.start, format!("{key}.headers.{k}"), m, f))?;
-                }
-                Transport::Http {
-                    url: url.into_inner(),
-                    headers: s.headers,
-                }
-            }
-        };
-        let call_timeout = s
-            .call_timeout
-            .map(|t| duration(path, text, &format!("{key}.call_timeout"), &t))
-            .transpose()?;
-        let connection = match s.connection {
-            Some(c) if c.get_ref().is_empty() => {
-                return Err(err(
-                    c.span().start,
-                    format!("{key}.connection"),
-                    "`connection` is empty".into(),
-                    "name the account, e.g. connection = \"work\", or remove the key".into(),
-                ));
-            }
-            Some(c) => c.into_inner(),
-            None => name.get_ref().clone(),
-        };
-        sources.push((
-            name.span().start,
-            SourceConfig {
-                name: name.into_inner(),
-                transport,
-                call_timeout,
-                prefix: s.prefix.unwrap_or(true),
-                trusted: s.trusted.unwrap_or(false),
-                connection,
-                allow_private: s.allow_private.unwrap_or(false),
-                quote_output: s.quote_output.unwrap_or(!s.trusted.unwrap_or(false)),
-            },
-        ));
-    }
+    let sources = raw
+        .sources
+        .into_iter()
+        .map(|(name, source)| parse_source(path, text, name, source))
+        .collect::<Result<Vec<_>, _>>()?;
     check_unique(path, text, &sources)?;
     let rules = crate::rules::validate(path, text, Layer::User, raw.rules)?;
     Ok(Config {
@@ -254,6 +78,223 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
         rules,
         managed_rules: Vec::new(),
     })
+}
+
+/// A config error at `offset` in `text`, under `key`.
+fn error_at(
+    path: &Path,
+    text: &str,
+    offset: usize,
+    key: String,
+    msg: String,
+    fix: String,
+) -> ConfigError {
+    ConfigError::at(path, text, Some(offset), Some(key), msg, fix)
+}
+
+/// How a source is reached: `command` (stdio) or `url` (Streamable HTTP),
+/// with the keys that belong to each, and nothing secret in the clear.
+fn parse_transport(
+    path: &Path,
+    text: &str,
+    key: &str,
+    start: usize,
+    base: &Path,
+    s: &mut RawSource,
+) -> Result<Transport, ConfigError> {
+    let err = |offset, key, msg, fix| error_at(path, text, offset, key, msg, fix);
+    Ok(match (s.command.take(), s.url.take()) {
+        (Some(_), Some(url)) => {
+            return Err(err(
+                url.span().start,
+                format!("{key}.url"),
+                "a source has either `command` (stdio) or `url` (Streamable HTTP), not both".into(),
+                "split it into two sources, or remove one of the keys".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(err(
+                start,
+                key.to_string(),
+                "a source needs `command` (stdio) or `url` (Streamable HTTP)".into(),
+                "add e.g. command = \"npx\" or url = \"https://example.com/mcp\"".into(),
+            ));
+        }
+        (Some(command), None) => {
+            if !s.headers.is_empty() {
+                return Err(err(
+                    start,
+                    format!("{key}.headers"),
+                    "`headers` applies only to url sources".into(),
+                    "remove `headers`, or pass values through `env`".into(),
+                ));
+            }
+            if command.get_ref().trim().is_empty() {
+                return Err(err(
+                    command.span().start,
+                    format!("{key}.command"),
+                    "`command` is empty".into(),
+                    "name the program to run, e.g. command = \"npx\"".into(),
+                ));
+            }
+            for (k, v) in &s.env {
+                crate::credentials::check(k, v)
+                    .map_err(|(m, f)| err(start, format!("{key}.env.{k}"), m, f))?;
+            }
+            for (i, a) in s.args.iter().enumerate() {
+                let at = format!("{key}.args[{i}]");
+                crate::credentials::check_arg(&at, a)
+                    .map_err(|(m, f)| err(start, at.clone(), m, f))?;
+            }
+            Transport::Stdio {
+                command: command.into_inner(),
+                args: std::mem::take(&mut s.args),
+                env: std::mem::take(&mut s.env),
+                cwd: s.cwd.take().map(|c| base.join(c)),
+            }
+        }
+        (None, Some(url)) => {
+            if !s.args.is_empty() || !s.env.is_empty() || s.cwd.is_some() {
+                return Err(err(
+                    start,
+                    key.to_string(),
+                    "`args`, `env` and `cwd` apply only to command sources".into(),
+                    "remove them from this url source".into(),
+                ));
+            }
+            check_url(url.get_ref())
+                .map_err(|(m, f)| err(url.span().start, format!("{key}.url"), m, f))?;
+            for (k, v) in &s.headers {
+                crate::credentials::check(k, v)
+                    .map_err(|(m, f)| err(start, format!("{key}.headers.{k}"), m, f))?;
+            }
+            Transport::Http {
+                url: url.into_inner(),
+                headers: std::mem::take(&mut s.headers),
+            }
+        }
+    })
+}
+
+/// The `[hub]` table.
+fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigError> {
+    let err = |offset, key, msg, fix| error_at(path, text, offset, key, msg, fix);
+    let mut hub = HubSettings::default();
+    if let Some(t) = h.call_timeout {
+        hub.call_timeout = duration(path, text, "hub.call_timeout", &t)?;
+    }
+    if let Some(t) = h.connect_timeout {
+        hub.connect_timeout = duration(path, text, "hub.connect_timeout", &t)?;
+    }
+    if let Some(n) = h.max_message_bytes {
+        let v = *n.get_ref();
+        if !(1024..=(1 << 30)).contains(&v) {
+            return Err(err(
+                n.span().start,
+                "hub.max_message_bytes".into(),
+                format!("{v} is outside the accepted range"),
+                "use a byte count between 1024 and 1073741824 (1 GiB)".into(),
+            ));
+        }
+        hub.max_message_bytes = v as usize;
+    }
+    if let Some(b) = h.allow_non_loopback {
+        hub.allow_non_loopback = b;
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    hub.managed_policy = h.managed_policy.map(|p| base.join(p));
+    if let Some(t) = h.approval_wait {
+        hub.approval_wait = duration(path, text, "hub.approval_wait", &t)?;
+    }
+    if let Some(t) = h.approval_ttl {
+        hub.approval_ttl = duration(path, text, "hub.approval_ttl", &t)?;
+    }
+    hub.allowed_programs = h.allowed_programs;
+    if let Some(p) = h.approval_page {
+        hub.approval_page = match p.get_ref().as_str() {
+            "open" => ApprovalPage::Open,
+            "print" => ApprovalPage::Print,
+            "off" => ApprovalPage::Off,
+            other => {
+                return Err(err(
+                    p.span().start,
+                    "hub.approval_page".into(),
+                    format!("`{other}` is not a way to show the approval page"),
+                    "use \"open\" (open it in the browser), \"print\" (print its link) or \"off\""
+                        .into(),
+                ));
+            }
+        };
+    }
+    if let Some(t) = h.approval_retention {
+        hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
+    }
+    if hub.approval_ttl <= hub.approval_wait {
+        return Err(ConfigError::at(
+            path,
+            text,
+            None,
+            Some("hub.approval_ttl".into()),
+            "approval_ttl must be longer than approval_wait, or a call could still wait on an approval nobody can give",
+            "set approval_ttl above approval_wait (defaults: 120s and 90s)",
+        ));
+    }
+    Ok(hub)
+}
+
+/// One `[sources.NAME]` table, with where its name is (for duplicate checks).
+fn parse_source(
+    path: &Path,
+    text: &str,
+    name: Spanned<String>,
+    source: Spanned<RawSource>,
+) -> Result<(usize, SourceConfig), ConfigError> {
+    let err = |offset, key, msg, fix| error_at(path, text, offset, key, msg, fix);
+    let base = path.parent().unwrap_or(Path::new("."));
+    let key = format!("sources.{}", name.get_ref());
+    validate_source_name(name.get_ref()).map_err(|m| {
+        err(
+            name.span().start,
+            key.clone(),
+            m,
+            format!(
+                "rename the table, e.g. [sources.{}]",
+                crate::names::sanitize(name.get_ref())
+            ),
+        )
+    })?;
+    let span = source.span();
+    let mut s = source.into_inner();
+    let transport = parse_transport(path, text, &key, span.start, base, &mut s)?;
+    let call_timeout = s
+        .call_timeout
+        .map(|t| duration(path, text, &format!("{key}.call_timeout"), &t))
+        .transpose()?;
+    let connection = match s.connection {
+        Some(c) if c.get_ref().is_empty() => {
+            return Err(err(
+                c.span().start,
+                format!("{key}.connection"),
+                "`connection` is empty".into(),
+                "name the account, e.g. connection = \"work\", or remove the key".into(),
+            ));
+        }
+        Some(c) => c.into_inner(),
+        None => name.get_ref().clone(),
+    };
+    Ok((
+        name.span().start,
+        SourceConfig {
+            name: name.into_inner(),
+            transport,
+            call_timeout,
+            prefix: s.prefix.unwrap_or(true),
+            trusted: s.trusted.unwrap_or(false),
+            connection,
+            allow_private: s.allow_private.unwrap_or(false),
+            quote_output: s.quote_output.unwrap_or(!s.trusted.unwrap_or(false)),
+        },
+    ))
 }
 
 fn duration(

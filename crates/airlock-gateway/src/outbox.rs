@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 /// Notifications one client may have waiting.
 pub(crate) const CAPACITY: usize = 256;
 
+#[derive(Clone)]
 pub(crate) enum Note {
     Log(LoggingMessageNotificationParam),
     ResourceUpdated(ResourceUpdatedNotificationParam),

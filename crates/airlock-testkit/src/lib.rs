@@ -379,3 +379,34 @@ pub fn secret_forms(v: &str) -> Vec<String> {
 pub fn bytes_contain(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
+
+/// The workspace's root directory (for tests that read the source tree).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("the testkit lives in <root>/crates/airlock-testkit")
+        .canonicalize()
+        .expect("the workspace root exists")
+}
+
+/// Every `.rs` file under `dir`, canonical paths, sorted.
+pub fn rust_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)
+            .expect("a readable source tree")
+            .flatten()
+        {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p.canonicalize().expect("a listed file exists"));
+            }
+        }
+    }
+    out.sort();
+    out
+}

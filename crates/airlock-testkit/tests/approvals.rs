@@ -230,22 +230,12 @@ fn only_the_decision_module_records() {
         assert!(!seen.contains(&recorder.to_string()), "{seen:?}");
     }
 
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = airlock_testkit::workspace_root();
     let needle = concat!("record_", "decision(");
-    let mut callers = Vec::new();
-    let mut stack = vec![root.join("crates")];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs")
-                && std::fs::read_to_string(&p).unwrap().contains(needle)
-            {
-                callers.push(p.canonicalize().unwrap());
-            }
-        }
-    }
+    let callers: Vec<_> = airlock_testkit::rust_sources(&root.join("crates"))
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(p).unwrap().contains(needle))
+        .collect();
     let allowed = [
         root.join("crates/airlock-decision/src/lib.rs"),
         root.join("crates/airlock-decision/tests/ledger.rs"),

@@ -67,7 +67,7 @@ async fn userinfo_url_is_refused() {
 /// Only `airlock-upstream/src/egress.rs` may build an HTTP client.
 #[test]
 fn only_the_egress_module_builds_http_clients() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = airlock_testkit::workspace_root();
     let product = [
         "airlock-channels",
         "airlock-cli",
@@ -91,27 +91,17 @@ fn only_the_egress_module_builds_http_clients() {
         .join("crates/airlock-upstream/src/egress.rs")
         .canonicalize()
         .unwrap();
-    let mut stack: Vec<_> = product
+    let files = product
         .iter()
-        .map(|c| root.join("crates").join(c).join("src"))
-        .collect();
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs")
-                && p.canonicalize().unwrap() != egress
-            {
-                let text = std::fs::read_to_string(&p).unwrap();
-                for n in needles {
-                    assert!(
-                        !text.contains(n),
-                        "{} builds HTTP outside the egress guard ({n})",
-                        p.display()
-                    );
-                }
-            }
+        .flat_map(|c| airlock_testkit::rust_sources(&root.join("crates").join(c).join("src")));
+    for p in files.filter(|p| *p != egress) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for n in needles {
+            assert!(
+                !text.contains(n),
+                "{} builds HTTP outside the egress guard ({n})",
+                p.display()
+            );
         }
     }
 }

@@ -7,22 +7,11 @@ use airlock_testkit::Scratch;
 use rmcp::model::CallToolRequestParams;
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .and_then(Path::parent)
-        .expect("workspace root")
-        .to_path_buf()
+    airlock_testkit::workspace_root()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = entry.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
+    out.extend(airlock_testkit::rust_sources(dir));
 }
 
 /// Pinning a contract widens what runs unasked, so only a person may do

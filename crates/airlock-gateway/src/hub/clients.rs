@@ -10,7 +10,7 @@ use rmcp::model::{ClientCapabilities, ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
-use crate::outbox::Outbox;
+use crate::outbox::{Note, Outbox};
 use crate::parked::InputNeeded;
 
 pub type SessionId = u64;
@@ -116,8 +116,23 @@ impl Clients {
             .remove(&id);
     }
 
+    /// Queues `note` for every live client.
+    pub(crate) fn post_all(&self, note: Note) {
+        for outbox in self.outboxes() {
+            outbox.post(note.clone());
+        }
+    }
+
+    /// Queues `note` from source `index` for the client it is for: the one
+    /// calling the source, or every client when none or several are.
+    pub(crate) fn post_from(&self, index: usize, note: Note) {
+        for outbox in self.outboxes_for(index) {
+            outbox.post(note.clone());
+        }
+    }
+
     /// The outboxes of every live client.
-    pub(crate) fn outboxes(&self) -> Vec<Arc<Outbox>> {
+    fn outboxes(&self) -> Vec<Arc<Outbox>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.retain(|_, (p, _)| !p.is_transport_closed());
         sessions.values().map(|(_, o)| o.clone()).collect()
@@ -133,7 +148,7 @@ impl Clients {
     }
 
     /// Where a notification from source `index` goes.
-    pub(crate) fn outboxes_for(&self, index: usize) -> Vec<Arc<Outbox>> {
+    fn outboxes_for(&self, index: usize) -> Vec<Arc<Outbox>> {
         let one = notify_whom(self.calling(index)).and_then(|s| {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions.get(&s).map(|(_, o)| o.clone())

@@ -100,24 +100,18 @@ impl Downstream for Link {
         let Some(index) = hub.sources.index_of(source) else {
             return;
         };
-        for outbox in hub.clients.outboxes_for(index) {
-            outbox.post(Note::Log(params.clone()));
-        }
+        hub.clients.post_from(index, Note::Log(params));
     }
 
     fn resource_updated(&self, _source: &str, params: ResourceUpdatedNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
-        for outbox in hub.clients.outboxes() {
-            outbox.post(Note::ResourceUpdated(params.clone()));
-        }
+        hub.clients.post_all(Note::ResourceUpdated(params));
     }
 
     fn catalog_changed(&self, source: &str) {
         let Some(hub) = self.0.upgrade() else { return };
         hub.sources.rebuild_catalog(source);
-        for outbox in hub.clients.outboxes() {
-            outbox.post(Note::ListsChanged);
-        }
+        hub.clients.post_all(Note::ListsChanged);
     }
 
     fn command_allowed(

@@ -106,16 +106,15 @@ fn new_id() -> String {
     airlock_common::random::hex::<16>()
 }
 
+/// The columns [`read_row`] reads, in its order.
+const ROW: &str = "SELECT id, state, principal, session, source, connection, tool, upstream,
+        COALESCE(arguments, ''), args_digest, reason, description,
+        created_at_ms, expires_at_ms, decided_by, channel, detail, choice, contract_digest
+    FROM approvals";
+
 pub(super) fn row(conn: &Connection, id: &str) -> Result<Option<ApprovalRow>> {
     Ok(conn
-        .query_row(
-            "SELECT id, state, principal, session, source, connection, tool, upstream,
-                    COALESCE(arguments, ''), args_digest, reason, description,
-                    created_at_ms, expires_at_ms, decided_by, channel, detail, choice, contract_digest
-             FROM approvals WHERE id = ?1",
-            params![id],
-            read_row,
-        )
+        .query_row(&format!("{ROW} WHERE id = ?1"), params![id], read_row)
         .optional()?)
 }
 
@@ -247,13 +246,9 @@ pub(super) fn recover(conn: &Connection) -> Result<(usize, usize)> {
 }
 
 pub(super) fn list(conn: &Connection, all: bool) -> Result<Vec<ApprovalRow>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, state, principal, session, source, connection, tool, upstream,
-                COALESCE(arguments, ''), args_digest, reason, description,
-                created_at_ms, expires_at_ms, decided_by, channel, detail, choice, contract_digest
-         FROM approvals WHERE ?1 OR (state = ?3 AND expires_at_ms > ?2)
-         ORDER BY created_at_ms",
-    )?;
+    let mut stmt = conn.prepare(&format!(
+        "{ROW} WHERE ?1 OR (state = ?3 AND expires_at_ms > ?2) ORDER BY created_at_ms"
+    ))?;
     let rows = stmt.query_map(params![all, now_ms(), LedgerState::Pending], read_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
