@@ -33,6 +33,8 @@ struct Options {
     proxies_dir: Option<PathBuf>,
     /// Only the stdio latency rows, for a quick comparison.
     only_stdio: bool,
+    /// An earlier airlock build, measured beside this one in the same run.
+    before: Option<PathBuf>,
 }
 
 pub(crate) fn bin(name: &str) -> PathBuf {
@@ -255,7 +257,11 @@ fn write_config(dir: &Path, sources: usize) -> anyhow::Result<PathBuf> {
 
 /// `airlock tools review --approve-all`, as a person would run it once.
 pub(crate) fn review(config: &Path, home: &Path) -> anyhow::Result<()> {
-    let status = std::process::Command::new(bin("airlock"))
+    review_with(&bin("airlock"), config, home)
+}
+
+fn review_with(airlock: &Path, config: &Path, home: &Path) -> anyhow::Result<()> {
+    let status = std::process::Command::new(airlock)
         .args(["tools", "review", "--approve-all", "--config"])
         .arg(config)
         .env("AIRLOCK_HOME", home)
@@ -267,7 +273,11 @@ pub(crate) fn review(config: &Path, home: &Path) -> anyhow::Result<()> {
 }
 
 fn airlock(home: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(bin("airlock"));
+    airlock_at(&bin("airlock"), home, args)
+}
+
+fn airlock_at(program: &Path, home: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .env("AIRLOCK_HOME", home)
         .env("AIRLOCK_NO_BROWSER", "1")
@@ -332,6 +342,7 @@ async fn main() -> anyhow::Result<()> {
         concurrent_calls: 4000,
         proxies_dir: None,
         only_stdio: false,
+        before: None,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
@@ -339,6 +350,7 @@ async fn main() -> anyhow::Result<()> {
         match args[i].as_str() {
             "--calls" => opts.calls = args[i + 1].parse()?,
             "--proxies" => opts.proxies_dir = Some(PathBuf::from(&args[i + 1])),
+            "--before" => opts.before = Some(PathBuf::from(&args[i + 1])),
             "--only" if args[i + 1] == "stdio" => opts.only_stdio = true,
             "--only" if args[i + 1] == "egress" => {
                 report_egress(&egress::run(2000).await?);
@@ -357,7 +369,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --only stdio|scrub|messages|egress|policy"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy"
             ),
         }
         i += 2;
@@ -375,7 +387,29 @@ async fn main() -> anyhow::Result<()> {
         &dir.path().join("home"),
         &["serve", "--config", &one.to_string_lossy()],
     );
-    let stdio = [
+    let before = match &opts.before {
+        Some(program) => {
+            // Its own data directory: an older build refuses a newer store.
+            let home = dir.path().join("home-before");
+            review_with(program, &one, &home)?;
+            let cmd = airlock_at(
+                program,
+                &home,
+                &["serve", "--config", &one.to_string_lossy()],
+            );
+            Some(
+                stdio_route(
+                    "stdio client → airlock before (stdio)",
+                    cmd,
+                    "echo0__echo",
+                    true,
+                )
+                .await?,
+            )
+        }
+        None => None,
+    };
+    let stdio: Vec<Route> = [
         stdio_route(
             "stdio client → echo (direct)",
             Command::new(bin("bench-echo")),
@@ -404,16 +438,21 @@ async fn main() -> anyhow::Result<()> {
             true,
         )
         .await?,
-    ];
+    ]
+    .into_iter()
+    .chain(before)
+    .collect();
     rows.extend(measure(&stdio, &opts).await?);
     drop(stdio);
     if opts.only_stdio {
         for r in &rows {
             println!(
-                "| {} | {:.0} | {:+.0} µs |",
+                "| {} | {:.0} | {:+.0} µs | {:.0} calls/s ×64 ({:.0} % of direct) |",
                 r.name,
                 r.p50_us,
-                r.p50_us - rows[0].p50_us
+                r.p50_us - rows[0].p50_us,
+                r.throughput[2],
+                100.0 * r.throughput[2] / rows[0].throughput[2]
             );
         }
         return Ok(());

@@ -15,18 +15,25 @@ pub fn now_ms() -> i64 {
 }
 
 /// Up to three of `known` closest to `wanted`, best first: names a person
-/// or a model probably meant when they misspelt one. A name counts as close
-/// within two edits (a swap of neighbours is one), or a third of its length
-/// for long names.
+/// or a model probably meant when they misspelt one. A name is close when
+/// it is within a few edits (two, or a third of its length; a swap of
+/// neighbours is one), when it shares most of its shape (Jaro-Winkler
+/// similarity of 0.7 or more: `fs__write` for `fs__write_file`), or when
+/// it is `wanted` under a prefix (`read_note` for `demo__read_note`).
 pub fn closest<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut scored: Vec<(usize, &str)> = known
+    let mut scored: Vec<(usize, f64, &str)> = known
         .into_iter()
-        .map(|k| (strsim::damerau_levenshtein(wanted, k), k))
-        .filter(|(d, k)| *d <= 2.max(k.chars().count() / 3))
+        .filter_map(|k| {
+            let edits = strsim::damerau_levenshtein(wanted, k);
+            let shape = strsim::jaro_winkler(wanted, k);
+            let prefixed = !wanted.is_empty() && k.ends_with(&format!("__{wanted}"));
+            let near = edits <= 2.max(k.chars().count() / 3) || shape >= 0.7 || prefixed;
+            near.then_some((edits, shape, k))
+        })
         .collect();
-    scored.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
-    scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(3).map(|(_, k)| k).collect()
+    scored.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(b.2)));
+    scored.dedup_by(|a, b| a.2 == b.2);
+    scored.into_iter().take(3).map(|(_, _, k)| k).collect()
 }
 
 #[cfg(test)]
@@ -42,6 +49,27 @@ mod tests {
         assert_eq!(closest("comand", ["command", "args"]), ["command"]);
         assert_eq!(closest("fixtrue", ["fixture", "demo"]), ["fixture"]);
         assert!(closest("zzzzzz", ["command", "args"]).is_empty());
+        // A name under its source's prefix, or cut short, is still found.
+        assert_eq!(
+            closest("read_note", ["demo__read_note", "x__y"]),
+            ["demo__read_note"]
+        );
+        assert_eq!(
+            closest("create_issue", ["github__create_issue"]),
+            ["github__create_issue"]
+        );
+        assert_eq!(
+            closest("fs__read_file", ["filesystem__read_file"]),
+            ["filesystem__read_file"]
+        );
+        assert_eq!(
+            closest("fs__write", ["fs__write_file", "zz"]),
+            ["fs__write_file"]
+        );
+        assert_eq!(
+            closest("demo__list", ["demo__list_notes"]),
+            ["demo__list_notes"]
+        );
         // No name is suggested twice.
         assert_eq!(closest("ab", ["ac", "ac", "ad", "ae", "af"]).len(), 3);
     }

@@ -127,6 +127,11 @@ impl ApprovalPage {
         let app = router(self.inner.clone());
         tokio::spawn(async move {
             let Some(listener) = listener else { return };
+            // No Nagle: small responses go out at once.
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await;

@@ -199,7 +199,7 @@ pub(crate) fn input_required(
 pub(crate) async fn resume(
     desk: &Desk<'_>,
     audit: &Audit,
-    call: ToolCall,
+    mut call: ToolCall,
     target: Target,
 ) -> Admission {
     let refuse = |why: String| {
@@ -265,6 +265,9 @@ pub(crate) async fn resume(
         Ok(_) => {}
         Err(e) => return failed(format!("the decision could not be recorded: {e}")),
     }
+    // airlock's own form and answer are not the source's business.
+    call.params.request_state = None;
+    call.params.input_responses = None;
     match desk.store.ledger_waited(&row.id) {
         Ok(waited) => settle::settle(desk, audit, call, target, waited),
         Err(e) => failed(format!("the approval could not be read: {e}")),

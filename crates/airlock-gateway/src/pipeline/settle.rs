@@ -58,7 +58,10 @@ pub(crate) fn settle(
             let _ = audit.approval("declined", &channel, &format!("by {by} via {channel}"));
             return Admission::Refused(Outcome::Declined(DECLINED));
         }
-        Waited::Pending(_) | Waited::Expired | Waited::Missing => {
+        // Still undecided when looked at: the call stops waiting; the row
+        // expires on its own clock.
+        Waited::Pending(_) => return Admission::Refused(Outcome::Declined(TIMED_OUT)),
+        Waited::Expired | Waited::Missing => {
             let _ = audit.approval("expired", "", "no decision in time");
             return Admission::Refused(Outcome::Declined(TIMED_OUT));
         }

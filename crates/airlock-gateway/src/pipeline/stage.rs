@@ -55,9 +55,6 @@ impl Allowed {
         arguments: JsonObject,
     ) -> Allowed {
         call.params.arguments = Some(arguments);
-        // airlock's own form and answer are not the source's business.
-        call.params.request_state = None;
-        call.params.input_responses = None;
         Allowed {
             call,
             target,

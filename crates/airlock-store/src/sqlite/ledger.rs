@@ -31,18 +31,17 @@ impl ToSql for Choice {
     }
 }
 
-/// The `choice` column: empty until a person decides.
-fn choice_of(value: String) -> rusqlite::Result<Option<Choice>> {
-    if value.is_empty() {
-        return Ok(None);
+/// The `choice` column: empty until a person decides. The words an older
+/// airlock wrote (a hub still running while a newer CLI migrated the file)
+/// read as what they meant; anything else reads as no choice, which allows
+/// nothing.
+fn choice_of(value: String) -> Option<Choice> {
+    match value.as_str() {
+        "once" => Some(Choice::AllowOnce),
+        "run" => Some(Choice::AllowForRun),
+        "always" => Some(Choice::AllowAlways),
+        other => Choice::parse(other),
     }
-    Choice::parse(&value).map(Some).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            17,
-            rusqlite::types::Type::Text,
-            unknown("choice", &value),
-        )
-    })
 }
 
 fn unknown(what: &str, word: &str) -> Box<dyn std::error::Error + Send + Sync> {
@@ -140,7 +139,7 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
         decided_by: r.get(14)?,
         channel: r.get(15)?,
         detail: r.get(16)?,
-        choice: choice_of(r.get(17)?)?,
+        choice: choice_of(r.get(17)?),
     })
 }
 
@@ -270,4 +269,19 @@ pub(super) fn standing_rules(conn: &Connection) -> Result<Vec<crate::ledger::Sta
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn older_choice_words_read_as_meant_and_unknown_ones_allow_nothing() {
+        assert_eq!(choice_of("once".into()), Some(Choice::AllowOnce));
+        assert_eq!(choice_of("run".into()), Some(Choice::AllowForRun));
+        assert_eq!(choice_of("always".into()), Some(Choice::AllowAlways));
+        assert_eq!(choice_of("always_allow".into()), Some(Choice::AllowAlways));
+        assert_eq!(choice_of(String::new()), None);
+        assert_eq!(choice_of("forever".into()), None);
+    }
 }
