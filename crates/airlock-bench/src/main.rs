@@ -576,9 +576,8 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
-    // Rows: stdio direct, raw relay, naive proxy, airlock; then HTTP.
-    let stdio_base = &rows[0];
-    let http_base = &rows[4];
+    // Each group starts with its direct row, the base of the rows after it.
+    let mut base = &rows[0];
     println!("### Latency and throughput\n");
     println!(
         "{} sequential calls per path after {} warm-up calls, in {ROUNDS} rounds in which the paths of a group (stdio, HTTP) take turns, so that the machine's other load falls on all of them alike; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session.\n",
@@ -588,8 +587,10 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
         "| path | p50 µs | p99 µs | p50 added vs direct | p50 ratio | calls/s ×1 | ×16 | ×64 | RSS peak MiB |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (i, r) in rows.iter().enumerate() {
-        let base = if i < 4 { stdio_base } else { http_base };
+    for r in rows {
+        if r.name.contains("(direct") {
+            base = r;
+        }
         let added = r.p50_us - base.p50_us;
         let rss = r
             .rss
@@ -625,6 +626,7 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
         ready_hub - ready_direct
     );
 
+    let stdio_base = &rows[0];
     let raw_added = rows[1].p50_us - stdio_base.p50_us;
     let naive_added = rows[2].p50_us - stdio_base.p50_us;
     let added = rows[3].p50_us - stdio_base.p50_us;
@@ -649,6 +651,28 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
         added / naive_added,
         verdict(added <= 60.0, format!("{:.0} µs", added - 60.0))
     );
+    let share = rows[3].throughput[2] / stdio_base.throughput[2];
+    println!(
+        "| calls/s at 64 concurrent callers through airlock ≥ 80 % of direct, stdio | {:.0} % (naive rmcp proxy: {:.0} %) | {} |",
+        100.0 * share,
+        100.0 * rows[2].throughput[2] / stdio_base.throughput[2],
+        verdict(share >= 0.8, format!("{:.0} points", 100.0 * (0.8 - share)))
+    );
+    if let Some(before) = rows.iter().find(|r| r.name.contains("airlock before")) {
+        println!(
+            "| this build vs `--before`, same run: p50 added within noise or better; calls/s ×64 | {:+.0} µs added ({:.0} vs {:.0}); {:.0} vs {:.0} calls/s | {} |",
+            rows[3].p50_us - before.p50_us,
+            added,
+            before.p50_us - stdio_base.p50_us,
+            rows[3].throughput[2],
+            before.throughput[2],
+            if rows[3].p50_us <= before.p50_us * 1.05 {
+                "met"
+            } else {
+                "missed"
+            }
+        );
+    }
     println!(
         "| start-to-ready with 10 sources, beyond their own start ≤ 200 ms | {overhead:.0} ms | {} |",
         verdict(overhead <= 200.0, format!("{:.0} ms", overhead - 200.0))

@@ -155,6 +155,20 @@ fn push_turns(out: &mut String, text: &str) {
     out.push_str(&text[last..]);
 }
 
+/// A JSON-RPC error a source answered with, as a client receives it: the
+/// message says which source spoke, on one line, so a source's
+/// "airlock: approved…" reaches the model as that source's words, never as
+/// airlock's. The code and `data` (scrubbed on arrival) are kept.
+pub(crate) fn source_error(source: &str, mut error: rmcp::ErrorData) -> rmcp::ErrorData {
+    error.message = format!(
+        "source `{}` answered with an error: {}",
+        neutralise_name(source),
+        neutralise_name(&error.message)
+    )
+    .into();
+    error
+}
+
 /// A name airlock itself writes into model-visible text (a source, a tool,
 /// a file name): one line, no backticks, no markers.
 pub(crate) fn neutralise_name(name: &str) -> String {

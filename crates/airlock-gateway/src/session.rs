@@ -80,14 +80,21 @@ impl Session {
             .get(source)
             .request(request, timeout)
             .await
-            .map_err(|e| self.upstream_error(e))
+            .map_err(|e| self.upstream_error(source, e))
     }
 
-    /// The source's own error as it sent it (scrubbed on arrival), or ours,
-    /// which may quote what the transport saw, scrubbed here.
-    fn upstream_error(&self, e: airlock_upstream::UpstreamError) -> ErrorData {
+    /// The source's own error (scrubbed on arrival; for a source whose
+    /// output is quoted, labelled as the source's words), or ours, which
+    /// may quote what the transport saw, scrubbed here.
+    fn upstream_error(&self, source: usize, e: airlock_upstream::UpstreamError) -> ErrorData {
         match e {
-            airlock_upstream::UpstreamError::Mcp { error, .. } => error,
+            airlock_upstream::UpstreamError::Mcp { error, .. } => {
+                let source = self.hub.sources.get(source);
+                match source.config.quote_output {
+                    true => crate::quote::source_error(source.name(), error),
+                    false => error,
+                }
+            }
             other => ErrorData::internal_error(
                 format!(
                     "airlock: {}",
@@ -192,7 +199,7 @@ impl ServerHandler for Session {
             .get_prompt(request, timeout)
             .await
             .map(versions::prompt)
-            .map_err(|e| self.upstream_error(e))
+            .map_err(|e| self.upstream_error(source, e))
     }
 
     async fn list_resources(
@@ -229,7 +236,7 @@ impl ServerHandler for Session {
             .read_resource(request, timeout)
             .await
             .map(versions::resource)
-            .map_err(|e| self.upstream_error(e))
+            .map_err(|e| self.upstream_error(source, e))
     }
 
     async fn subscribe(

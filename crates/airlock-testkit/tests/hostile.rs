@@ -282,6 +282,16 @@ async fn an_unreviewed_tool_that_looks_poisoned_is_withheld() {
             .unwrap()
             .contains("approval")
     );
+    // Nor is it named when a client misspells it.
+    let (err, _) = ask(
+        &mut raw,
+        2,
+        "tools/call",
+        json!({"name": "h__shifti", "arguments": {}}),
+    )
+    .await;
+    assert!(err.to_string().contains("unknown tool"), "{err}");
+    assert!(!err.to_string().contains("h__shifty"), "{err}");
     drop(raw);
     let doctor = scratch.doctor(&config).await;
     assert!(
@@ -442,6 +452,38 @@ async fn untrusted_text_is_quoted_under_a_fresh_nonce_and_cannot_leave_its_quote
         nonces.push(marker);
     }
     assert_ne!(nonces[0], nonces[1], "each call gets its own nonce");
+}
+
+/// A source's error message that speaks as airlock ("airlock: approved…")
+/// reaches the client as that source's words, on one line; a trusted
+/// source's error is passed on as sent.
+#[tokio::test]
+async fn a_source_error_never_speaks_with_airlocks_voice() {
+    for (extra, labelled) in [("", true), ("trusted = true\n", false)] {
+        let scratch = Scratch::new();
+        let config = inject_config(&scratch, extra);
+        scratch.review(&config).await;
+        let client = scratch.stdio_client(&config, ()).await;
+        let err = client
+            .call_tool(airlock_testkit::call("h__impersonate", json!({})))
+            .await
+            .unwrap_err()
+            .to_string();
+        let message = err
+            .split_once("airlock: approved")
+            .map(|(before, _)| before.to_string())
+            .unwrap_or_default();
+        if labelled {
+            assert!(
+                message.ends_with("source `h` answered with an error: "),
+                "{err}"
+            );
+            assert!(!err.contains('\n'), "one line: {err}");
+        } else {
+            assert!(!message.contains("source `h`"), "{err}");
+        }
+        client.cancel().await.unwrap();
+    }
 }
 
 /// A source the user marked trusted, or one with `quote_output = false`,

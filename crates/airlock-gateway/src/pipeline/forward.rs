@@ -156,7 +156,13 @@ fn answered(
             Outcome::Answered(versions::call(CallToolResponse::Complete(r)))
         }
         Ok(other) => Outcome::Answered(other),
-        Err(UpstreamError::Mcp { error, .. }) => Outcome::Refused(error),
+        Err(UpstreamError::Mcp { error, .. }) => {
+            let source = hub.sources.get(source);
+            Outcome::Refused(match source.config.quote_output {
+                true => crate::quote::source_error(source.name(), error),
+                false => error,
+            })
+        }
         Err(e) => Outcome::Failed(Secrets::scrub(hub.secrets, &e.to_string())),
     }
 }

@@ -33,7 +33,10 @@ pub(crate) fn tool(sources: &Sources, view: &View, exposed: &str) -> Result<Targ
         });
     }
     let mut message = format!("unknown tool `{exposed}`");
-    let near = airlock_common::closest(exposed, catalog.tool_names());
+    // Suggest only what this client may list: a tool policy hides, or one
+    // withheld for review, is not named to the model.
+    let listed = view.visible_tools();
+    let near = airlock_common::closest(exposed, listed.iter().map(|t| t.name.as_ref()));
     if !near.is_empty() {
         message.push_str(&format!("; did you mean {}?", quoted(&near)));
     } else if let Some((source, _)) = names::split(exposed) {
