@@ -92,21 +92,13 @@ impl HttpFace {
             ))
             // Outermost: nothing is parsed for a request without the token.
             .layer(axum::middleware::from_fn_with_state(token, require_token));
-        let shutdown = hub.shutdown().clone();
-        // No Nagle: the last chunk of each response goes out at once
-        // instead of waiting for the client's delayed ACK (tens of ms per
-        // call for a plain keep-alive client).
-        use axum::serve::ListenerExt;
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::warn!(error = %e, "cannot set TCP_NODELAY on a client connection");
-            }
-        });
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+        // Connections with their own budgets (head timeout, a cap, no
+        // Nagle): see super::conn.
+        super::conn::serve(self.listener, router, hub.shutdown().clone()).await
     }
 }
+
+pub use super::conn::{HEAD_TIMEOUT, MAX_CONNECTIONS};
 
 /// Sessions one HTTP face holds at once.
 pub const MAX_SESSIONS: usize = 256;
