@@ -83,31 +83,78 @@ fn entropy(s: &str) -> f64 {
         .sum()
 }
 
-/// Where the password of a URL's userinfo (`scheme://user:PASSWORD@host`)
-/// sits in `value`, as a byte range, if it holds a literal one (a secret
-/// reference there is fine). Found anywhere in the value, so
-/// `--db=postgresql://app:pw@host/db` counts too.
+/// Where a literal password sits in `value`, as a byte range, in any of the
+/// spellings connection strings use (a secret reference there is fine):
+///
+/// - a URL's userinfo, `scheme://user:PASSWORD@host`, anywhere in the value
+///   (`--db=postgresql://app:pw@host/db` counts), also when the password
+///   holds `/`, `?` or `#` unencoded;
+/// - a `password=` / `passwd=` / `pwd=` / `pass=` pair, as in a URL's query
+///   (`?user=app&password=pw`), a libpq string (`host=db password='p w'`)
+///   or a JDBC one (`;password=pw`).
 pub fn url_password(value: &str) -> Option<std::ops::Range<usize>> {
+    userinfo_password(value).or_else(|| pair_password(value))
+}
+
+fn is_reference(text: &str) -> bool {
+    text.contains("${secret:")
+}
+
+fn userinfo_password(value: &str) -> Option<std::ops::Range<usize>> {
     let mut from = 0;
     while let Some(found) = value[from..].find("://") {
         let start = from + found + 3;
-        let authority_len = value[start..]
-            .find(['/', '?', '#', ' ', '"', '\''])
-            .unwrap_or(value.len() - start);
-        let authority = &value[start..start + authority_len];
-        if let Some(at) = authority.rfind('@') {
-            let userinfo = &authority[..at];
-            if let Some(colon) = userinfo.find(':') {
-                let password = &userinfo[colon + 1..];
-                if !password.is_empty() && !password.contains("${secret:") {
-                    let begin = start + colon + 1;
-                    return Some(begin..begin + password.len());
-                }
+        // The URL ends at whitespace or a quote.
+        let end = value[start..]
+            .find([' ', '\t', '\n', '"', '\''])
+            .map_or(value.len(), |e| start + e);
+        let url = &value[start..end];
+        let authority_len = url.find(['/', '?', '#']).unwrap_or(url.len());
+        let authority = &url[..authority_len];
+        let userinfo = match authority.rfind('@') {
+            Some(at) => Some(&authority[..at]),
+            // `user:pa/ss@host`: no `@` before the first `/`, but a colon
+            // that is not a port (`host:8080/...`) and an `@` later on.
+            None => authority.split_once(':').and_then(|(_, after)| {
+                let port = !after.is_empty() && after.chars().all(|c| c.is_ascii_digit());
+                let at = url.rfind('@')?;
+                (!port && at > authority_len).then(|| &url[..at])
+            }),
+        };
+        if let Some(userinfo) = userinfo
+            && let Some(colon) = userinfo.find(':')
+        {
+            let password = &userinfo[colon + 1..];
+            if !password.is_empty() && !is_reference(password) {
+                let begin = start + colon + 1;
+                return Some(begin..begin + password.len());
             }
         }
         from = start;
     }
     None
+}
+
+static PAIR: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+    regex::Regex::new(
+        r#"(?i)(^|[\s?&;,-])(?:password|passwd|pwd|pass)\s*=\s*(?:'([^']*)'|"([^"]*)"|([^\s&;,'"]+))"#,
+    )
+    .expect("the password pair pattern compiles")
+});
+
+fn pair_password(value: &str) -> Option<std::ops::Range<usize>> {
+    PAIR.captures_iter(value).find_map(|c| {
+        let m = c.get(2).or_else(|| c.get(3)).or_else(|| c.get(4))?;
+        let mut range = m.range();
+        // In a URL's query, `#` starts the fragment.
+        if matches!(c.get(1).map(|s| s.as_str()), Some("?" | "&"))
+            && let Some(hash) = m.as_str().find('#')
+        {
+            range.end = range.start + hash;
+        }
+        let text = &value[range.clone()];
+        (!text.is_empty() && !is_reference(text)).then_some(range)
+    })
 }
 
 /// A config error for a credential in a stdio source's arguments. Every
@@ -221,9 +268,24 @@ mod tests {
             "--db=postgresql://app:hunter2@db.internal:5432/app?sslmode=require",
             "redis://:hunter2@cache:6379/0",
             "see https://x.example and mysql://root:hunter2@127.0.0.1/db",
+            "postgresql://db.internal/app?user=app&password=hunter2",
+            "postgresql://db/app?sslmode=require&PWD=hunter2#x",
+            "host=db user=app password=hunter2 dbname=app",
+            "host=db password = 'hunter2' dbname=app",
+            "jdbc:sqlserver://db:1433;user=app;password=hunter2;encrypt=true",
+            "--password=hunter2",
         ] {
             let r = url_password(v).unwrap_or_else(|| panic!("missed {v}"));
             assert_eq!(&v[r], "hunter2", "{v}");
+        }
+        // Unencoded `/`, `?` and `#` inside the password.
+        for (v, pw) in [
+            ("postgresql://app:hun/ter2@db/app", "hun/ter2"),
+            ("postgresql://app:hun?ter#2@db:5432/app", "hun?ter#2"),
+            ("host=db password='p w/x' dbname=app", "p w/x"),
+        ] {
+            let r = url_password(v).unwrap_or_else(|| panic!("missed {v}"));
+            assert_eq!(&v[r], pw, "{v}");
         }
         for v in [
             "postgresql://app@db/app",
@@ -231,6 +293,10 @@ mod tests {
             "https://example.com/a:b@c",
             "/home/me/file",
             "user:pass@host",
+            "https://example.com:8443/a:b@c",
+            "postgresql://db/app?password=${secret:DB}",
+            "host=db password='${secret:DB}'",
+            "--bypass=1 --compass=north",
         ] {
             assert!(url_password(v).is_none(), "{v}");
         }
