@@ -40,7 +40,11 @@ pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
         None => {
             print!("{header}{toml}");
-            Path::new("airlock.toml").to_path_buf()
+            // Where it would be saved from here: a client starts airlock
+            // from its own directory, so the snippet needs the whole path.
+            std::env::current_dir()
+                .unwrap_or_default()
+                .join("airlock.toml")
         }
     };
     let exe = std::env::current_exe()

@@ -135,9 +135,14 @@ impl Linter {
                 mentioned.join(", ")
             ));
         }
+        // A schema's own `$schema` / `$id` / `$ref` URL is what every
+        // generated schema carries, not something a person must weigh.
+        let schema_keyword = ["$schema", "$id", "$ref"]
+            .iter()
+            .any(|k| field.ends_with(k) || field.ends_with(&format!("{k} (key)")));
         let urls: Vec<&str> = text
             .split_whitespace()
-            .filter(|w| w.contains("http://") || w.contains("https://"))
+            .filter(|w| !schema_keyword && (w.contains("http://") || w.contains("https://")))
             .collect();
         if !urls.is_empty() {
             push(format!("contains URLs: {}", urls.join(" ")));
@@ -263,6 +268,18 @@ mod tests {
             findings(json!({"name": "x", "description": "Careful \u{26A0}\u{FE0F} deletes."}))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_schemas_own_dialect_url_is_not_a_finding() {
+        let tool = json!({"name": "x", "description": "Plain.", "inputSchema": {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"p": {"description": "see https://evil.example"}}
+        }});
+        let f = findings(tool).join("\n");
+        assert!(!f.contains("json-schema.org"), "{f}");
+        assert!(f.contains("https://evil.example"), "{f}");
     }
 
     #[test]

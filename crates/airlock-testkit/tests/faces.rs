@@ -237,6 +237,9 @@ async fn client_json_config_runs_unchanged() {
     assert!(toml.contains("[sources.demo]"), "{toml}");
     let snippet = String::from_utf8_lossy(&out.stderr);
     assert!(snippet.contains("\"serve\""), "{snippet}");
+    // A client starts airlock from its own directory: the path is whole.
+    assert!(!snippet.contains("\"airlock.toml\""), "{snippet}");
+    assert!(snippet.contains("/airlock.toml\""), "{snippet}");
 }
 
 #[cfg(target_os = "linux")]
