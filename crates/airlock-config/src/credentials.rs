@@ -163,7 +163,9 @@ fn pair_password(value: &str) -> Option<std::ops::Range<usize>> {
 /// inside a URL, not a token, not a secret reference.
 pub(crate) fn check_arg(key: &str, value: &str) -> Result<(), (String, String)> {
     let why = if url_password(value).is_some() {
-        Some("holds a URL with a password in it (user:password@)".to_string())
+        Some(
+            "holds a password in a connection string (user:password@, password=, pwd=)".to_string(),
+        )
     } else if value.contains("secret:") {
         Some("names a secret, which airlock would have to put on the command line".to_string())
     } else {
@@ -191,7 +193,7 @@ pub(crate) fn check_url_password(key: &str, value: &str) -> Result<(), (String, 
         .replace(|c: char| !c.is_ascii_alphanumeric(), "_");
     Err((
         format!(
-            "`{key}` holds a URL with a password in it (user:password@); airlock refuses to keep secrets in config"
+            "`{key}` holds a password in a connection string (user:password@, password=, pwd=); airlock refuses to keep secrets in config"
         ),
         format!(
             "store the password with `airlock secret set {name}` and write it as ${{secret:{name}}} in its place, e.g. postgresql://app:${{secret:{name}}}@host/db"
