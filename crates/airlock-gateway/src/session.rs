@@ -20,7 +20,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 
 use crate::catalog::UriRoute;
-use crate::hub::{Hub, SessionId};
+use crate::hub::{Hub, RunKey, SessionId};
 use crate::pipeline::{self, ToolCall};
 use crate::versions;
 
@@ -164,6 +164,10 @@ impl ServerHandler for Session {
             progress: context.meta.get_progress_token(),
             capabilities: context.client_capabilities(),
             modern,
+            run: match modern {
+                true => RunKey::client(context.client_info().as_ref()),
+                false => RunKey::Session(self.id),
+            },
             params,
             session: self.id,
             peer: context.peer.clone(),

@@ -211,6 +211,7 @@ async fn declining_the_prompt_denies_the_call() {
 /// and an answer.
 struct Modern {
     _hub: tokio::process::Child,
+    addr: std::net::SocketAddr,
     client: rmcp::service::RunningService<RoleClient, ClientConfig>,
 }
 
@@ -229,9 +230,23 @@ impl Modern {
             .spawn()
             .unwrap();
         wait_for_port(addr).await;
+        let client = Modern::connect(scratch, addr, "channels-test").await;
+        Modern {
+            _hub: hub,
+            addr,
+            client,
+        }
+    }
+
+    /// A 2026-07-28 client named `name` on the hub's HTTP face.
+    async fn connect(
+        scratch: &Scratch,
+        addr: std::net::SocketAddr,
+        name: &str,
+    ) -> rmcp::service::RunningService<RoleClient, ClientConfig> {
         let caps: ClientCapabilities =
             serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
-        let client = ClientConfig::new(caps, Implementation::new("channels-test", "1"))
+        ClientConfig::new(caps, Implementation::new(name, "1"))
             .serve_with_lifecycle(
                 scratch.http_transport(&format!("http://{addr}/mcp")),
                 ClientLifecycleMode::Discover {
@@ -239,12 +254,20 @@ impl Modern {
                 },
             )
             .await
-            .unwrap();
-        Modern { _hub: hub, client }
+            .unwrap()
     }
 
     async fn call(
         &self,
+        args: Value,
+        state: Option<String>,
+        answer: Option<Value>,
+    ) -> Result<CallToolResponse, String> {
+        Modern::call_as(&self.client, args, state, answer).await
+    }
+
+    async fn call_as(
+        client: &rmcp::service::RunningService<RoleClient, ClientConfig>,
         args: Value,
         state: Option<String>,
         answer: Option<Value>,
@@ -257,10 +280,7 @@ impl Modern {
             r.insert("airlock-approval".into(), a);
             r
         });
-        self.client
-            .call_tool_once(p)
-            .await
-            .map_err(|e| e.to_string())
+        client.call_tool_once(p).await.map_err(|e| e.to_string())
     }
 
     /// The first call: it must come back asking, with the form and a state.
@@ -281,6 +301,33 @@ impl Modern {
             CallToolResponse::Complete(r) => first_text(&r),
             other => panic!("expected a result, got {other:?}"),
         }
+    }
+}
+
+/// "Allow for this run" from a 2026-07-28 client over HTTP, where every
+/// request stands alone: the next calls of the same client run unasked;
+/// another client program is asked.
+#[tokio::test]
+async fn allow_for_this_run_holds_for_a_sessionless_client() {
+    let scratch = Scratch::new();
+    let m = Modern::start(&scratch).await;
+    let (_, state) = m.asked(json!({"text": "first"})).await;
+    let for_run = json!({"action": "accept", "content": {"decision": "allow_for_run"}});
+    let r = m
+        .call(json!({"text": "first"}), Some(state), Some(for_run))
+        .await;
+    assert_eq!(m.text(r).await, "first");
+    for text in ["second", "third"] {
+        let r = m.call(json!({ "text": text }), None, None).await;
+        assert_eq!(m.text(r).await, text, "the run grant covers later calls");
+    }
+    let other = Modern::connect(&scratch, m.addr, "another-agent").await;
+    match Modern::call_as(&other, json!({"text": "x"}), None, None)
+        .await
+        .unwrap()
+    {
+        CallToolResponse::InputRequired(_) => {}
+        r => panic!("another client ran under the first one's grant: {r:?}"),
     }
 }
 

@@ -111,11 +111,31 @@ const RUN_GRANT_CALLS: u32 = 100;
 /// [`RunGrants::spend`] makes one.
 pub(crate) struct GrantSpent(());
 
-/// "Allow for this run": (session, exposed tool) → what is left of it.
+/// What "this run" is for a client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum RunKey {
+    /// A client with a session (stdio, or a legacy Streamable HTTP
+    /// session): the run ends with the session.
+    Session(SessionId),
+    /// A 2026-07-28 client, which has no session (each HTTP request stands
+    /// alone): the run is the client program as it names itself in the
+    /// request's `clientInfo` (empty when it sends none), on this hub,
+    /// bounded by the grant's time and calls.
+    Client(String),
+}
+
+impl RunKey {
+    /// The run of a 2026-07-28 client that declared `info` (or nothing).
+    pub(crate) fn client(info: Option<&rmcp::model::Implementation>) -> RunKey {
+        RunKey::Client(info.map_or_else(String::new, |i| format!("{}@{}", i.name, i.version)))
+    }
+}
+
+/// "Allow for this run": (run, exposed tool) → what is left of it.
 pub(crate) struct RunGrants {
     time: Duration,
     calls: u32,
-    grants: Mutex<HashMap<(SessionId, String), RunGrant>>,
+    grants: Mutex<HashMap<(RunKey, String), RunGrant>>,
 }
 
 struct RunGrant {
@@ -135,13 +155,13 @@ impl RunGrants {
     }
 
     /// A person allowed `tool`, as defined by contract `digest`, for the
-    /// rest of this client session.
-    pub(crate) fn grant(&self, session: SessionId, tool: &str, digest: &str) {
+    /// rest of this run.
+    pub(crate) fn grant(&self, run: &RunKey, tool: &str, digest: &str) {
         self.grants
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(
-                (session, tool.to_string()),
+                (run.clone(), tool.to_string()),
                 RunGrant {
                     until: Instant::now() + self.time,
                     remaining: self.calls,
@@ -150,12 +170,12 @@ impl RunGrants {
             );
     }
 
-    /// Spends one call of a run grant, if this session has one left for
-    /// the tool as it is now (contract `digest`). A grant for another
-    /// contract is void: the tool changed since the person allowed it.
-    pub(crate) fn spend(&self, session: SessionId, tool: &str, digest: &str) -> Option<GrantSpent> {
+    /// Spends one call of a run grant, if this run has one left for the
+    /// tool as it is now (contract `digest`). A grant for another contract
+    /// is void: the tool changed since the person allowed it.
+    pub(crate) fn spend(&self, run: &RunKey, tool: &str, digest: &str) -> Option<GrantSpent> {
         let mut grants = self.grants.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (session, tool.to_string());
+        let key = (run.clone(), tool.to_string());
         let g = grants.get_mut(&key)?;
         if g.until <= Instant::now() || g.remaining == 0 || g.digest != digest {
             grants.remove(&key);
@@ -170,7 +190,7 @@ impl RunGrants {
         self.grants
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(s, _), _| *s != session);
+            .retain(|(run, _), _| *run != RunKey::Session(session));
     }
 }
 
@@ -181,43 +201,58 @@ mod tests {
     #[test]
     fn a_run_grant_covers_its_session_tool_and_contract_only() {
         let g = RunGrants::new(Duration::from_secs(60), 10);
-        g.grant(1, "fs__write", "sha256:a");
-        assert!(g.spend(1, "fs__write", "sha256:a").is_some());
+        g.grant(&RunKey::Session(1), "fs__write", "sha256:a");
+        assert!(g.spend(&RunKey::Session(1), "fs__write", "sha256:a").is_some());
         assert!(
-            g.spend(2, "fs__write", "sha256:a").is_none(),
+            g.spend(&RunKey::Session(2), "fs__write", "sha256:a").is_none(),
             "another session"
         );
-        assert!(g.spend(1, "fs__read", "sha256:a").is_none(), "another tool");
+        assert!(g.spend(&RunKey::Session(1), "fs__read", "sha256:a").is_none(), "another tool");
         // The tool changed: the grant is void, also for the old contract.
-        assert!(g.spend(1, "fs__write", "sha256:b").is_none());
-        assert!(g.spend(1, "fs__write", "sha256:a").is_none());
+        assert!(g.spend(&RunKey::Session(1), "fs__write", "sha256:b").is_none());
+        assert!(g.spend(&RunKey::Session(1), "fs__write", "sha256:a").is_none());
     }
 
     #[test]
     fn a_run_grant_ends_after_its_calls() {
         let g = RunGrants::new(Duration::from_secs(60), 2);
-        g.grant(1, "t", "d");
-        assert!(g.spend(1, "t", "d").is_some());
-        assert!(g.spend(1, "t", "d").is_some());
-        assert!(g.spend(1, "t", "d").is_none());
+        g.grant(&RunKey::Session(1), "t", "d");
+        assert!(g.spend(&RunKey::Session(1), "t", "d").is_some());
+        assert!(g.spend(&RunKey::Session(1), "t", "d").is_some());
+        assert!(g.spend(&RunKey::Session(1), "t", "d").is_none());
     }
 
     #[test]
     fn a_run_grant_ends_with_its_time() {
         let g = RunGrants::new(Duration::from_millis(20), 100);
-        g.grant(1, "t", "d");
-        assert!(g.spend(1, "t", "d").is_some());
+        g.grant(&RunKey::Session(1), "t", "d");
+        assert!(g.spend(&RunKey::Session(1), "t", "d").is_some());
         std::thread::sleep(Duration::from_millis(30));
-        assert!(g.spend(1, "t", "d").is_none());
+        assert!(g.spend(&RunKey::Session(1), "t", "d").is_none());
     }
 
     #[test]
     fn a_run_grant_ends_with_its_session() {
         let g = RunGrants::new(Duration::from_secs(60), 100);
-        g.grant(1, "t", "d");
-        g.grant(2, "t", "d");
+        g.grant(&RunKey::Session(1), "t", "d");
+        g.grant(&RunKey::Session(2), "t", "d");
         g.forget_session(1);
-        assert!(g.spend(1, "t", "d").is_none());
-        assert!(g.spend(2, "t", "d").is_some());
+        assert!(g.spend(&RunKey::Session(1), "t", "d").is_none());
+        assert!(g.spend(&RunKey::Session(2), "t", "d").is_some());
+    }
+
+    #[test]
+    fn a_sessionless_clients_run_is_its_declared_name_and_outlives_requests() {
+        use rmcp::model::Implementation;
+        let g = RunGrants::new(Duration::from_secs(60), 100);
+        let agent = RunKey::client(Some(&Implementation::new("agent", "1.0")));
+        g.grant(&agent, "t", "d");
+        // Each 2026-07-28 HTTP request is a session of its own that ends
+        // with the request; the run does not.
+        g.forget_session(7);
+        assert!(g.spend(&RunKey::client(Some(&Implementation::new("agent", "1.0"))), "t", "d").is_some());
+        assert!(g.spend(&RunKey::client(Some(&Implementation::new("other", "1.0"))), "t", "d").is_none());
+        assert!(g.spend(&RunKey::client(None), "t", "d").is_none());
+        assert!(g.spend(&RunKey::Session(7), "t", "d").is_none());
     }
 }

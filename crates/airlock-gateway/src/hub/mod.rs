@@ -25,7 +25,7 @@ use airlock_upstream::{Downstream, Source};
 use tokio_util::sync::CancellationToken;
 
 pub use approvals::Approvals;
-pub(crate) use approvals::GrantSpent;
+pub(crate) use approvals::{GrantSpent, RunKey};
 pub use clients::{Clients, RouteError, SessionId};
 pub(crate) use clients::{InFlight, InFlightGuard};
 pub use policy_view::{ASK_NOTE, PolicyState, PolicyView, Reviewed, View};

@@ -34,7 +34,7 @@ pub(crate) async fn ask(
     if let Some(grant) =
         desk.approvals
             .run_grants
-            .spend(call.session, &call.params.name, &target.contract_digest)
+            .spend(&call.run, &call.params.name, &target.contract_digest)
     {
         if let Err(e) = audit.approval("allowed for this run", "", "an earlier approval") {
             return Admission::Refused(Outcome::Failed(format!(

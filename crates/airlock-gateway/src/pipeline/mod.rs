@@ -36,7 +36,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, ClientCapabilities, P
 use rmcp::service::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use crate::hub::{Hub, SessionId};
+use crate::hub::{Hub, RunKey, SessionId};
 
 pub(crate) use audit::Audit;
 pub(crate) use forward::Outcome;
@@ -50,6 +50,8 @@ pub(crate) struct ToolCall {
     pub id: u64,
     pub params: CallToolRequestParams,
     pub session: SessionId,
+    /// What "allow for this run" covers for this client.
+    pub run: RunKey,
     pub peer: Peer<RoleServer>,
     pub progress: Option<ProgressToken>,
     /// What the client declared it can do (elicitation, sampling, roots).

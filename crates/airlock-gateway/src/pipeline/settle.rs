@@ -127,7 +127,7 @@ pub(crate) fn settle(
         Choice::AllowForRun => {
             desk.approvals
                 .run_grants
-                .grant(call.session, &call.params.name, &contract);
+                .grant(&call.run, &call.params.name, &contract);
             "approved for this run"
         }
         Choice::AllowAlways => {
