@@ -87,7 +87,7 @@ pub async fn run(dir: &Path, samples: usize, waiting: usize) -> anyhow::Result<A
             store.path().to_path_buf(),
             airlock_gateway::hub::principal(),
             Box::new(move |id| {
-                airlock_gateway::control::notify(&home, id);
+                airlock_gateway::control::notify(&home, id, None);
             }),
         )
     };

@@ -60,7 +60,10 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
             store.path().to_path_buf(),
             principal,
             Box::new(move |id| {
-                woke.store(airlock_gateway::control::notify(&dir, id), Ordering::SeqCst);
+                woke.store(
+                    airlock_gateway::control::notify(&dir, id, None) > 0,
+                    Ordering::SeqCst,
+                );
             }),
         )
     };

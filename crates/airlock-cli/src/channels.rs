@@ -29,13 +29,17 @@ struct Attached {
 }
 
 /// Builds the channels for `hub` (ledger at `database`) and attaches them.
+/// `own` is the hub's control socket: a decision made here wakes the call
+/// in whichever hub on the data directory it waits in.
 pub async fn attach(
     hub: &Arc<Hub>,
     database: PathBuf,
     store: Arc<dyn Store>,
+    own: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let data_dir = database.parent().map(PathBuf::from).unwrap_or_default();
     let weak = Arc::downgrade(hub);
+    let wake_dir = data_dir.clone();
     let desk = Arc::new(Desk::new(
         database,
         hub.principal().to_string(),
@@ -43,6 +47,7 @@ pub async fn attach(
             if let Some(hub) = weak.upgrade() {
                 hub.wake_approval(id);
             }
+            airlock_gateway::control::notify(&wake_dir, id, own.as_deref());
         }),
     ));
     let mut mode = hub.settings().approval_page;

@@ -37,7 +37,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let timeout = config.hub.connect_timeout;
-        let hub = Hub::start(config, store, secrets);
+        let hub = Hub::probe(config, store, secrets);
         hub.settled(timeout).await;
         for s in hub.sources() {
             let state = s.state();

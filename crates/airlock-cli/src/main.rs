@@ -202,6 +202,7 @@ enum AuditCommand {
 }
 
 fn main() -> ExitCode {
+    harden::drop_credentials_from_env();
     harden::not_dumpable();
     let cli = Cli::parse();
     let result = match cli.command {

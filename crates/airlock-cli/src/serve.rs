@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use airlock_gateway::Hub;
+use airlock_gateway::control::{self, Control, HubReport, SourceReport};
 use airlock_gateway::faces::{http::HttpFace, stdio};
 use airlock_store::{SqliteStore, Store};
 
@@ -33,21 +34,41 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         let secrets = home::hub_secrets()?;
         logs.attach(secrets.clone());
         let hub = Hub::start(config, store.clone(), secrets);
-        crate::channels::attach(&hub, database, store).await?;
+        // This hub's own control socket, beside those of other hubs on the
+        // same data directory; then what hubs that stopped left in the
+        // ledger is closed (never a running hub's).
+        let control = match Control::bind(&data_dir, hub.instance()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot open the control socket; decisions made elsewhere reach this hub's calls only when they stop waiting");
+                None
+            }
+        };
+        let mut running = control::instances(&data_dir);
+        running.push(hub.instance().to_string());
+        hub.recover_ledger(&running);
+        let own = control.as_ref().map(|c| c.path().to_path_buf());
+        crate::channels::attach(&hub, database, store, own).await?;
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));
-        let control = airlock_gateway::control::socket_path(&data_dir);
-        let control_hub = hub.clone();
-        tokio::spawn(async move {
-            if let Err(e) = airlock_gateway::control::listen(control_hub, control).await {
-                tracing::error!(error = %e, "cannot open the control socket; approvals will only be seen when calls time out");
-            }
-        });
-        match http {
-            Some(addr) => {
-                // Before the port opens, so a client that sees it can read the token.
-                let token = crate::token::load_or_create(&data_dir)?;
-                let face = HttpFace::bind(&hub, addr).await?;
+        let face = match http {
+            // The token exists before the port opens, so a client that sees
+            // the port can read it.
+            Some(addr) => Some((
+                crate::token::load_or_create(&data_dir)?,
+                HttpFace::bind(&hub, addr).await?,
+            )),
+            None => None,
+        };
+        if let Some(control) = control {
+            let face = face
+                .as_ref()
+                .map_or("stdio".to_string(), |(_, f)| format!("http://{}/mcp", f.addr));
+            let report = report(hub.clone(), face, origin.to_string());
+            tokio::spawn(control.serve(hub.clone(), report));
+        }
+        match face {
+            Some((token, face)) => {
                 eprintln!(
                     "airlock: serving Streamable HTTP at http://{}/mcp with {origin}; {sources} source(s) starting; data in {}\n\
                      airlock: clients must send `Authorization: Bearer <token>`; the token is in {} (`airlock token` prints it)",
@@ -70,6 +91,30 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         }
         hub.stop().await;
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// What this hub tells `airlock status` of itself, read afresh each time.
+fn report(hub: Arc<Hub>, face: String, config: String) -> Arc<dyn Fn() -> HubReport + Send + Sync> {
+    let started_at_ms = airlock_common::now_ms();
+    Arc::new(move || HubReport {
+        pid: std::process::id(),
+        instance: hub.instance().to_string(),
+        started_at_ms,
+        face: face.clone(),
+        config: config.clone(),
+        sources: hub
+            .sources()
+            .iter()
+            .map(|s| {
+                let state = s.state();
+                SourceReport {
+                    name: s.name().to_string(),
+                    state: state.label().to_string(),
+                    detail: state.detail(),
+                }
+            })
+            .collect(),
     })
 }
 

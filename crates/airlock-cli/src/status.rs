@@ -1,4 +1,6 @@
-//! `airlock status`: what the running (or last) hub recorded.
+//! `airlock status`: each hub running on the data directory and its sources,
+//! as the hubs themselves report them (or, with none running, what the
+//! last one recorded), then the recent audit records.
 
 use std::process::ExitCode;
 
@@ -14,23 +16,45 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let store = SqliteStore::open_in(&dir)?;
-    let statuses = store.source_statuses()?;
     let now = now_ms();
-    println!("Sources (data directory {}):", dir.display());
-    if statuses.is_empty() {
-        println!("  none recorded");
-    }
+    let hubs = airlock_gateway::control::reports(&dir);
     let mut unhealthy = false;
-    for s in &statuses {
-        let age = (now - s.updated_at_ms).max(0) / 1000;
-        unhealthy |= s.state == "failed";
-        if s.detail.is_empty() {
-            println!("  {:<20} {:<10} (since {age}s ago)", s.source, s.state);
-        } else {
-            println!(
-                "  {:<20} {:<10} {} (since {age}s ago)",
-                s.source, s.state, s.detail
+    if hubs.is_empty() {
+        // No hub to ask: what the last one recorded, said to be that.
+        println!(
+            "No hub is running on data directory {}. Sources as last recorded:",
+            dir.display()
+        );
+        let statuses = store.source_statuses()?;
+        if statuses.is_empty() {
+            println!("  none recorded");
+        }
+        for s in &statuses {
+            unhealthy |= s.state == "failed";
+            let age = (now - s.updated_at_ms).max(0) / 1000;
+            print_source(
+                &s.source,
+                &s.state,
+                &s.detail,
+                &format!(" (since {age}s ago)"),
             );
+        }
+    } else {
+        println!(
+            "{} hub(s) running on data directory {}:",
+            hubs.len(),
+            dir.display()
+        );
+    }
+    for hub in &hubs {
+        let age = (now - hub.started_at_ms).max(0) / 1000;
+        println!(
+            "  hub pid {} ({}), {}, {} (up {age}s)",
+            hub.pid, hub.instance, hub.face, hub.config
+        );
+        for s in &hub.sources {
+            unhealthy |= s.state == "failed";
+            print_source(&s.name, &s.state, &s.detail, "");
         }
     }
     let token = crate::token::path(&dir);
@@ -64,4 +88,12 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn print_source(name: &str, state: &str, detail: &str, when: &str) {
+    if detail.is_empty() {
+        println!("    {name:<20} {state:<10}{when}");
+    } else {
+        println!("    {name:<20} {state:<10} {detail}{when}");
+    }
 }

@@ -66,7 +66,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     let timeout = config.hub.connect_timeout;
     let (pending, others, failed, withheld) = runtime.block_on(async {
-        let hub = Hub::start(config, shared, home::hub_secrets()?);
+        let hub = Hub::probe(config, shared, home::hub_secrets()?);
         hub.settled(timeout).await;
         let failed: Vec<String> = hub
             .sources()

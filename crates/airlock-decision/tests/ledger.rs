@@ -7,7 +7,7 @@ use airlock_store::{SqliteStore, Store};
 fn call(principal: &str) -> FrozenCall {
     FrozenCall {
         principal: principal.into(),
-        session: "s1".into(),
+        session: "hub-a/1".into(),
         source: "fs".into(),
         connection: "fs".into(),
         tool: "fs__write_file".into(),
@@ -120,8 +120,13 @@ fn executing_at_crash_is_never_rerun() {
     let waiting = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
+    // Another hub starting beside it leaves its calls alone.
+    assert_eq!(store.ledger_recover(&["hub-a".into()]).unwrap(), (0, 0));
+    let Waited::Pending(waiting) = store.ledger_look(waiting).unwrap() else {
+        panic!("a running hub's waiting call was expired by another hub")
+    };
     // The hub dies here; on the next start:
-    assert_eq!(store.ledger_recover().unwrap(), (1, 1));
+    assert_eq!(store.ledger_recover(&["hub-b".into()]).unwrap(), (1, 1));
     let rows = store.ledger_list(true).unwrap();
     assert!(
         rows.iter()

@@ -1,80 +1,232 @@
-//! The control socket: how a human channel in another process wakes a call
-//! waiting for approval, or asks for a fresh link to the approval page. A
-//! Unix socket in the data directory, readable and writable by its owner
-//! only. It carries wake-ups, never decisions: the decision is already in
-//! the ledger, and the woken call reads it there.
+//! The control sockets: how the hubs sharing one data directory, and the
+//! human channels in other processes, reach each other. Every running hub
+//! listens on its own Unix socket, `hubs/<instance>.sock` in the data
+//! directory (the directory 0700, the socket 0600), and removes only its
+//! own when it stops. A socket nobody listens on any more is left by a hub
+//! that died; whoever finds it removes it.
+//!
+//! A socket carries wake-ups and questions, never decisions: a decision is
+//! already in the shared ledger when a hub is told of it, and the woken call
+//! reads it there. See decisions/0007.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::Hub;
 
-/// The socket's path in a data directory.
-pub fn socket_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("hub.sock")
+/// What a running hub says of itself when asked (`airlock status`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HubReport {
+    pub pid: u32,
+    pub instance: String,
+    pub started_at_ms: i64,
+    /// `stdio`, or the HTTP face's URL.
+    pub face: String,
+    /// The config file, or the built-in defaults.
+    pub config: String,
+    pub sources: Vec<SourceReport>,
 }
 
-/// Listens until the hub shuts down.
-#[cfg(unix)]
-pub async fn listen(hub: Arc<Hub>, path: PathBuf) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SourceReport {
+    pub name: String,
+    pub state: String,
+    pub detail: String,
+}
 
-    let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = hub.shutdown().cancelled() => break,
-        };
-        let Ok((stream, _)) = accepted else { continue };
-        let hub = hub.clone();
-        tokio::spawn(async move {
-            let (read, mut write) = stream.into_split();
-            let mut lines = tokio::io::BufReader::new(read).lines();
-            // One short line per request; anything else is ignored.
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(id) = line.strip_prefix("decided ")
-                    && id.len() <= 64
-                    && id.chars().all(|c| c.is_ascii_hexdigit())
-                {
-                    hub.wake_approval(id);
-                } else if line == "page" {
-                    let link = hub.approvals.channels().and_then(|c| c.page_link());
-                    let reply = link.map_or("none\n".to_string(), |l| format!("link {l}\n"));
-                    let _ = write.write_all(reply.as_bytes()).await;
-                }
-            }
-        });
+/// Where the hubs of a data directory keep their sockets.
+pub fn hubs_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("hubs")
+}
+
+/// One hub's socket, bound; the file goes when this is dropped.
+pub struct Control {
+    path: PathBuf,
+    #[cfg(unix)]
+    listener: tokio::net::UnixListener,
+}
+
+impl Control {
+    /// Binds the socket of hub `instance` in `data_dir`. Must run inside
+    /// a tokio runtime.
+    #[cfg(unix)]
+    pub fn bind(data_dir: &Path, instance: &str) -> std::io::Result<Control> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let dir = hubs_dir(data_dir);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        let path = dir.join(format!("{instance}.sock"));
+        // A file of this name can only be a dead hub's: instances are unique.
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        Ok(Control {
+            path,
+            listener: tokio::net::UnixListener::from_std(listener)?,
+        })
     }
-    let _ = std::fs::remove_file(&path);
-    Ok(())
+
+    #[cfg(not(unix))]
+    pub fn bind(data_dir: &Path, instance: &str) -> std::io::Result<Control> {
+        Ok(Control {
+            path: hubs_dir(data_dir).join(format!("{instance}.sock")),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Answers until the hub shuts down. `report` is asked afresh each time
+    /// someone wants the hub's status.
+    #[cfg(unix)]
+    pub async fn serve(self, hub: Arc<Hub>, report: Arc<dyn Fn() -> HubReport + Send + Sync>) {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        loop {
+            let accepted = tokio::select! {
+                a = self.listener.accept() => a,
+                _ = hub.shutdown().cancelled() => break,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let (hub, report) = (hub.clone(), report.clone());
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                // Short lines only: a peer cannot make the hub buffer more.
+                let mut lines = tokio::io::BufReader::new(read.take(64 * 1024)).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let reply = match line.as_str() {
+                        "page" => {
+                            let link = hub.approvals.channels().and_then(|c| c.page_link());
+                            Some(link.map_or("none".to_string(), |l| format!("link {l}")))
+                        }
+                        "status" => serde_json::to_string(&report()).ok(),
+                        _ => {
+                            if let Some(id) = line.strip_prefix("decided ")
+                                && id.len() <= 64
+                                && id.chars().all(|c| c.is_ascii_hexdigit())
+                            {
+                                hub.wake_approval(id);
+                            }
+                            None
+                        }
+                    };
+                    if let Some(reply) = reply
+                        && write
+                            .write_all(format!("{reply}\n").as_bytes())
+                            .await
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub async fn serve(self, _hub: Arc<Hub>, _report: Arc<dyn Fn() -> HubReport + Send + Sync>) {}
 }
 
-/// Tells a running hub that approval `id` was decided. Best effort: with no
-/// hub running there is no call waiting.
-#[cfg(unix)]
-pub fn notify(data_dir: &Path, id: &str) -> bool {
-    use std::io::Write;
-    std::os::unix::net::UnixStream::connect(socket_path(data_dir))
-        .and_then(|mut s| s.write_all(format!("decided {id}\n").as_bytes()))
-        .is_ok()
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
-/// A fresh one-time link to the running hub's approval page, if a hub runs
-/// and has a page.
+/// The sockets of the hubs running on `data_dir`, connected, with their
+/// paths. Sockets of hubs that died are removed on the way.
 #[cfg(unix)]
-pub fn page_link(data_dir: &Path) -> Option<String> {
+fn running(data_dir: &Path) -> Vec<(PathBuf, std::os::unix::net::UnixStream)> {
+    let Ok(entries) = std::fs::read_dir(hubs_dir(data_dir)) else {
+        return Vec::new();
+    };
+    let mut live = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "sock") {
+            continue;
+        }
+        match std::os::unix::net::UnixStream::connect(&path) {
+            Ok(stream) => live.push((path, stream)),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(_) => {}
+        }
+    }
+    live.sort_by(|a, b| a.0.cmp(&b.0));
+    live
+}
+
+/// Sends `line` to one hub and reads its one-line answer.
+#[cfg(unix)]
+fn ask(mut stream: std::os::unix::net::UnixStream, line: &str) -> Option<String> {
     use std::io::{BufRead, Write};
-    let mut stream = std::os::unix::net::UnixStream::connect(socket_path(data_dir)).ok()?;
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .ok()?;
-    stream.write_all(b"page\n").ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(stream).read_line(&mut line).ok()?;
-    line.trim_end().strip_prefix("link ").map(str::to_string)
+    stream.write_all(format!("{line}\n").as_bytes()).ok()?;
+    let mut answer = String::new();
+    std::io::BufReader::new(stream)
+        .read_line(&mut answer)
+        .ok()?;
+    Some(answer.trim_end().to_string())
+}
+
+/// Tells every hub on `data_dir` but the one at `except` that approval `id`
+/// was decided; returns how many were told. With no hub running there is no
+/// call waiting.
+#[cfg(unix)]
+pub fn notify(data_dir: &Path, id: &str, except: Option<&Path>) -> usize {
+    use std::io::Write;
+    running(data_dir)
+        .into_iter()
+        .filter(|(path, _)| Some(path.as_path()) != except)
+        .filter(|(_, stream)| {
+            let mut stream = stream;
+            stream
+                .write_all(format!("decided {id}\n").as_bytes())
+                .is_ok()
+        })
+        .count()
+}
+
+/// A fresh one-time link to the approval page of a hub running on
+/// `data_dir` (any of them: each page shows every waiting call).
+#[cfg(unix)]
+pub fn page_link(data_dir: &Path) -> Option<String> {
+    running(data_dir)
+        .into_iter()
+        .find_map(|(_, s)| ask(s, "page")?.strip_prefix("link ").map(str::to_string))
+}
+
+/// What each hub running on `data_dir` says of itself.
+#[cfg(unix)]
+pub fn reports(data_dir: &Path) -> Vec<HubReport> {
+    running(data_dir)
+        .into_iter()
+        .filter_map(|(_, s)| serde_json::from_str(&ask(s, "status")?).ok())
+        .collect()
+}
+
+/// The instances of the hubs running on `data_dir`, from their sockets'
+/// names (without asking them anything).
+#[cfg(unix)]
+pub fn instances(data_dir: &Path) -> Vec<String> {
+    running(data_dir)
+        .into_iter()
+        .filter_map(|(p, _)| Some(p.file_stem()?.to_string_lossy().into_owned()))
+        .collect()
+}
+
+#[cfg(not(unix))]
+pub fn notify(_data_dir: &Path, _id: &str, _except: Option<&Path>) -> usize {
+    0
 }
 
 #[cfg(not(unix))]
@@ -83,11 +235,11 @@ pub fn page_link(_data_dir: &Path) -> Option<String> {
 }
 
 #[cfg(not(unix))]
-pub async fn listen(_hub: Arc<Hub>, _path: PathBuf) -> std::io::Result<()> {
-    Ok(())
+pub fn reports(_data_dir: &Path) -> Vec<HubReport> {
+    Vec::new()
 }
 
 #[cfg(not(unix))]
-pub fn notify(_data_dir: &Path, _id: &str) -> bool {
-    false
+pub fn instances(_data_dir: &Path) -> Vec<String> {
+    Vec::new()
 }

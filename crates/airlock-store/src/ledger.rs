@@ -16,11 +16,19 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The hub instance that owns a row, from its `session`
+/// (`<instance>/<session>`); a row without one is owned by no running hub.
+pub fn owning_hub(session: &str) -> Option<&str> {
+    session.split_once('/').map(|(hub, _)| hub)
+}
+
 /// The call as it was when it asked: what a person sees and what runs if
 /// they approve. Execution reads this copy, never anything resent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrozenCall {
     pub principal: String,
+    /// `<hub instance>/<client session>`: which running hub owns the call
+    /// (see [`owning_hub`]).
     pub session: String,
     pub source: String,
     pub connection: String,

@@ -275,8 +275,10 @@ pub trait Store: Send + Sync + 'static {
     fn ledger_refuse(&self, approved: ledger::Approved, why: &str) -> Result<()>;
     /// executing → executed | failed.
     fn ledger_finish(&self, executing: ledger::Executing, ok: bool, detail: &str) -> Result<()>;
-    /// At start: executing → failed (never re-run), pending → expired.
-    fn ledger_recover(&self) -> Result<(usize, usize)>;
+    /// Rows owned by a hub that is no longer running (none of `running`):
+    /// executing → failed (never re-run), pending or approved → expired.
+    /// Rows of running hubs are theirs to finish.
+    fn ledger_recover(&self, running: &[String]) -> Result<(usize, usize)>;
     /// Live pending rows (or every row with `all`), oldest first.
     fn ledger_list(&self, all: bool) -> Result<Vec<ledger::ApprovalRow>>;
     /// One approval row by id, in whatever state.

@@ -410,3 +410,45 @@ pub fn rust_sources(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Fills the listener at `addr` (host:port) with idle connections, the
+/// first with half a request head, up to its cap; asserts that one more is
+/// closed at once and that every idle one is closed by the head timeout.
+pub async fn half_open_connections_are_closed_and_capped(addr: &str) {
+    use airlock_http::{HEAD_TIMEOUT, MAX_CONNECTIONS};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // Closed when it reads EOF or a reset within `limit`.
+    async fn closed_within(s: &mut tokio::net::TcpStream, limit: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(limit, s.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+    let started = std::time::Instant::now();
+    let mut idle = Vec::new();
+    for i in 0..MAX_CONNECTIONS {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        if i == 0 {
+            // Half a head, then silence.
+            s.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await
+                .unwrap();
+        }
+        idle.push(s);
+    }
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert!(
+        closed_within(&mut extra, Duration::from_secs(3)).await,
+        "a connection past the cap is closed at once"
+    );
+    let deadline = HEAD_TIMEOUT + Duration::from_secs(10);
+    for (i, s) in idle.iter_mut().enumerate() {
+        let left = deadline.saturating_sub(started.elapsed());
+        assert!(
+            closed_within(s, left).await,
+            "idle connection {i} still open"
+        );
+    }
+}

@@ -574,6 +574,95 @@ async fn page_shows_the_inbox_across_reloads_and_approves() {
     assert_eq!(status, 404);
 }
 
+/// With several hubs on one data directory, any hub's page shows every
+/// waiting call, and its decision wakes the call in the hub it waits in.
+#[tokio::test]
+async fn one_hubs_page_decides_a_call_waiting_in_another() {
+    let scratch = Scratch::new();
+    // The hub the call waits in has no page, and waits longer than the
+    // test: only the other hub's page can end the wait in time.
+    let (_client, waiting, id) = one_waiting(
+        &scratch,
+        "[hub]\napproval_page = \"off\"\napproval_wait = \"300s\"\napproval_ttl = \"310s\"",
+    )
+    .await;
+    let config = scratch.reviewed_config(ASKING).await;
+    let _other = scratch.stdio_client(&config, ()).await;
+    let page = Page::open(&scratch).await;
+    let inbox = page.pending().await;
+    assert!(inbox.iter().any(|w| w["id"] == id), "{inbox:?}");
+    let (status, said) = page
+        .decide(&id, "allow_once", Some(&page.csrf), Some(&page.base))
+        .await;
+    assert_eq!(status, 200, "{said}");
+    let r = tokio::time::timeout(std::time::Duration::from_secs(20), waiting)
+        .await
+        .expect("the other hub's page woke the call")
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_text(&r), "from the page");
+}
+
+/// The browser launcher inherits airlock's environment: a credential the
+/// client passed to airlock (as clients do with their own variables) must
+/// not reach it.
+#[tokio::test]
+async fn the_browser_is_started_without_the_clients_credentials() {
+    use rmcp::ServiceExt;
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let seen = scratch.home().with_file_name("browser-env");
+    let launcher = scratch.home().with_file_name("browser.sh");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nenv > '{}.tmp'\nmv '{0}.tmp' '{0}'\n",
+            seen.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = scratch.airlock(&["serve", "--config", &config.to_string_lossy()]);
+    cmd.env_remove("AIRLOCK_NO_BROWSER")
+        .env("BROWSER", &launcher)
+        .env("GITHUB_TOKEN", "planted-credential-one")
+        .env("pgpassword", "planted-credential-two")
+        .env("OPENAI_API_KEY", "planted-credential-three");
+    let transport = rmcp::transport::TokioChildProcess::new(cmd).unwrap();
+    let client = Arc::new(().serve(transport).await.unwrap());
+    let c = client.clone();
+    let _waiting = tokio::spawn(async move {
+        c.call_tool(call("fixture__echo", json!({"text": "x"})))
+            .await
+    });
+    let mut env = None;
+    for _ in 0..200 {
+        if let Ok(text) = std::fs::read_to_string(&seen) {
+            env = Some(text);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let env = env.expect("the browser launcher ran");
+    assert!(env.contains("PATH="), "{env}");
+    assert!(!env.contains("planted-credential"), "{env}");
+}
+
+/// The page's connections have the face's budgets: a head timeout and a
+/// cap; once the idle ones are gone, the page answers again.
+#[tokio::test]
+async fn half_open_page_connections_are_closed_and_capped() {
+    let scratch = Scratch::new();
+    let (_client, _waiting, _id) = one_waiting(&scratch, "").await;
+    let link = page_link(&scratch).await;
+    let base = link.split("/open/").next().unwrap().to_string();
+    let addr = base.trim_start_matches("http://").to_string();
+    airlock_testkit::half_open_connections_are_closed_and_capped(&addr).await;
+    let r = no_redirects().get(&link).send().await.unwrap();
+    assert_eq!(r.status(), 303, "the page answers again");
+}
+
 #[tokio::test]
 async fn missing_csrf_is_refused() {
     let scratch = Scratch::new();

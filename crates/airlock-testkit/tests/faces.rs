@@ -651,9 +651,6 @@ async fn http_sessions_are_capped() {
 /// closed on accept; once the idle ones are gone, a real client is served.
 #[tokio::test]
 async fn half_open_http_connections_are_closed_and_capped() {
-    use airlock_gateway::faces::http::{HEAD_TIMEOUT, MAX_CONNECTIONS};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
     let (_hub, url) = start_http(&scratch, &config).await;
@@ -661,39 +658,7 @@ async fn half_open_http_connections_are_closed_and_capped() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_string();
-    let started = std::time::Instant::now();
-    let mut idle = Vec::new();
-    for i in 0..MAX_CONNECTIONS {
-        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        if i == 0 {
-            // Half a head, then silence.
-            s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-                .await
-                .unwrap();
-        }
-        idle.push(s);
-    }
-    // Closed when it reads EOF or a reset within `limit`.
-    async fn closed_within(s: &mut tokio::net::TcpStream, limit: std::time::Duration) -> bool {
-        let mut buf = [0u8; 64];
-        matches!(
-            tokio::time::timeout(limit, s.read(&mut buf)).await,
-            Ok(Ok(0)) | Ok(Err(_))
-        )
-    }
-    let mut extra = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    assert!(
-        closed_within(&mut extra, std::time::Duration::from_secs(3)).await,
-        "a connection past the cap is closed at once"
-    );
-    let deadline = HEAD_TIMEOUT + std::time::Duration::from_secs(10);
-    for (i, s) in idle.iter_mut().enumerate() {
-        let left = deadline.saturating_sub(started.elapsed());
-        assert!(
-            closed_within(s, left).await,
-            "idle connection {i} still open"
-        );
-    }
+    airlock_testkit::half_open_connections_are_closed_and_capped(&addr).await;
     let ok = reqwest::Client::new()
         .post(&url)
         .bearer_auth(scratch.http_token())

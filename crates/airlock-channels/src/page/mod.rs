@@ -127,14 +127,9 @@ impl ApprovalPage {
         let app = router(self.inner.clone());
         tokio::spawn(async move {
             let Some(listener) = listener else { return };
-            // No Nagle: small responses go out at once.
-            use axum::serve::ListenerExt;
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
+            // The face's budgets: a head timeout, a cap on connections, no
+            // Nagle (see airlock_http).
+            let served = airlock_http::serve(listener, app, stop).await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "the approval page stopped");
             }

@@ -93,12 +93,12 @@ impl HttpFace {
             // Outermost: nothing is parsed for a request without the token.
             .layer(axum::middleware::from_fn_with_state(token, require_token));
         // Connections with their own budgets (head timeout, a cap, no
-        // Nagle): see super::conn.
-        super::conn::serve(self.listener, router, hub.shutdown().clone()).await
+        // Nagle): see airlock_http.
+        airlock_http::serve(self.listener, router, hub.shutdown().clone()).await
     }
 }
 
-pub use super::conn::{HEAD_TIMEOUT, MAX_CONNECTIONS};
+pub use airlock_http::{HEAD_TIMEOUT, MAX_CONNECTIONS};
 
 /// Sessions one HTTP face holds at once.
 pub const MAX_SESSIONS: usize = 256;

@@ -29,6 +29,9 @@ pub(crate) struct Timing {
 pub struct Approvals {
     /// Who this hub acts for; approvals belong to this principal.
     principal: String,
+    /// This hub among those sharing the data directory (`<pid>-<random>`):
+    /// its approvals carry it, so no other hub closes them.
+    instance: String,
     pub(crate) timing: Timing,
     waiters: Mutex<HashMap<String, Arc<Notify>>>,
     /// The approval page and the prompt channel, attached by what runs the
@@ -44,6 +47,11 @@ impl Approvals {
     pub(crate) fn new(principal: String, settings: &HubSettings) -> Approvals {
         Approvals {
             principal,
+            instance: format!(
+                "{}-{}",
+                std::process::id(),
+                airlock_common::random::hex::<4>()
+            ),
             timing: Timing {
                 ttl: settings.approval_ttl,
                 wait: settings.approval_wait,
@@ -59,6 +67,10 @@ impl Approvals {
 
     pub fn principal(&self) -> &str {
         &self.principal
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// The wake-up for one pending approval.
@@ -202,15 +214,29 @@ mod tests {
     fn a_run_grant_covers_its_session_tool_and_contract_only() {
         let g = RunGrants::new(Duration::from_secs(60), 10);
         g.grant(&RunKey::Session(1), "fs__write", "sha256:a");
-        assert!(g.spend(&RunKey::Session(1), "fs__write", "sha256:a").is_some());
         assert!(
-            g.spend(&RunKey::Session(2), "fs__write", "sha256:a").is_none(),
+            g.spend(&RunKey::Session(1), "fs__write", "sha256:a")
+                .is_some()
+        );
+        assert!(
+            g.spend(&RunKey::Session(2), "fs__write", "sha256:a")
+                .is_none(),
             "another session"
         );
-        assert!(g.spend(&RunKey::Session(1), "fs__read", "sha256:a").is_none(), "another tool");
+        assert!(
+            g.spend(&RunKey::Session(1), "fs__read", "sha256:a")
+                .is_none(),
+            "another tool"
+        );
         // The tool changed: the grant is void, also for the old contract.
-        assert!(g.spend(&RunKey::Session(1), "fs__write", "sha256:b").is_none());
-        assert!(g.spend(&RunKey::Session(1), "fs__write", "sha256:a").is_none());
+        assert!(
+            g.spend(&RunKey::Session(1), "fs__write", "sha256:b")
+                .is_none()
+        );
+        assert!(
+            g.spend(&RunKey::Session(1), "fs__write", "sha256:a")
+                .is_none()
+        );
     }
 
     #[test]
@@ -250,8 +276,22 @@ mod tests {
         // Each 2026-07-28 HTTP request is a session of its own that ends
         // with the request; the run does not.
         g.forget_session(7);
-        assert!(g.spend(&RunKey::client(Some(&Implementation::new("agent", "1.0"))), "t", "d").is_some());
-        assert!(g.spend(&RunKey::client(Some(&Implementation::new("other", "1.0"))), "t", "d").is_none());
+        assert!(
+            g.spend(
+                &RunKey::client(Some(&Implementation::new("agent", "1.0"))),
+                "t",
+                "d"
+            )
+            .is_some()
+        );
+        assert!(
+            g.spend(
+                &RunKey::client(Some(&Implementation::new("other", "1.0"))),
+                "t",
+                "d"
+            )
+            .is_none()
+        );
         assert!(g.spend(&RunKey::client(None), "t", "d").is_none());
         assert!(g.spend(&RunKey::Session(7), "t", "d").is_none());
     }

@@ -161,6 +161,9 @@ impl Downstream for Link {
 
     fn state_changed(&self, source: &str, state: &SourceState) {
         let Some(hub) = self.0.upgrade() else { return };
+        if !hub.serving {
+            return;
+        }
         let status = SourceStatus {
             source: source.to_string(),
             state: state.label().to_string(),

@@ -45,6 +45,9 @@ pub struct Hub {
     /// Run with no config file: the built-in demo, whose only source is
     /// airlock itself.
     builtin: bool,
+    /// A hub that serves clients records its sources' states; one started
+    /// by `doctor` or `tools review` to look at them does not.
+    serving: bool,
     shutdown: CancellationToken,
 }
 
@@ -57,9 +60,26 @@ pub fn principal() -> String {
 }
 
 impl Hub {
-    /// Builds the hub and starts every source in parallel. Returns at once;
-    /// use [`Hub::settled`] to wait for the first attempt of each.
+    /// Builds the hub that serves clients and starts every source in
+    /// parallel. Returns at once; use [`Hub::settled`] to wait for the first
+    /// attempt of each.
     pub fn start(config: Config, store: Arc<dyn Store>, secrets: Arc<HubSecrets>) -> Arc<Hub> {
+        Hub::build(config, store, secrets, true)
+    }
+
+    /// A hub that only starts the sources to look at them (`doctor`,
+    /// `tools review`): it records nothing of their state and touches no
+    /// running hub's approvals.
+    pub fn probe(config: Config, store: Arc<dyn Store>, secrets: Arc<HubSecrets>) -> Arc<Hub> {
+        Hub::build(config, store, secrets, false)
+    }
+
+    fn build(
+        config: Config,
+        store: Arc<dyn Store>,
+        secrets: Arc<HubSecrets>,
+        serving: bool,
+    ) -> Arc<Hub> {
         let shutdown = CancellationToken::new();
         let hub = Arc::new_cyclic(|weak: &Weak<Hub>| {
             let link: Arc<dyn Downstream> = Arc::new(link::Link(weak.clone()));
@@ -91,22 +111,35 @@ impl Hub {
                 secrets,
                 settings: config.hub,
                 builtin: config.origin.is_none(),
+                serving,
                 shutdown,
             }
         });
-        match hub.store.ledger_recover() {
-            Ok((0, 0)) => {}
-            Ok((failed, expired)) => tracing::warn!(
-                failed,
-                expired,
-                "approvals left from a previous run: executing calls marked failed (never re-run), pending ones expired"
-            ),
-            Err(e) => tracing::error!(error = %e, "cannot recover the approval ledger"),
-        }
         for source in hub.sources.all() {
             tokio::spawn(source.clone().run());
         }
         hub
+    }
+
+    /// Closes what hubs that stopped left in the shared ledger: their
+    /// executing calls are marked failed (never re-run), their waiting ones
+    /// expired. `running` are the instances of the hubs still running on
+    /// this data directory (this one among them); their rows are left alone.
+    pub fn recover_ledger(&self, running: &[String]) {
+        match self.store.ledger_recover(running) {
+            Ok((0, 0)) => {}
+            Ok((failed, expired)) => tracing::warn!(
+                failed,
+                expired,
+                "approvals left by a hub that stopped: executing calls marked failed (never re-run), pending ones expired"
+            ),
+            Err(e) => tracing::error!(error = %e, "cannot recover the approval ledger"),
+        }
+    }
+
+    /// This hub among the others on its data directory.
+    pub fn instance(&self) -> &str {
+        self.approvals.instance()
     }
 
     /// Every source, in config order.

@@ -66,7 +66,7 @@ pub(crate) async fn ask(
         .unwrap_or_default();
     let frozen = FrozenCall {
         principal: desk.approvals.principal().to_string(),
-        session: call.session.to_string(),
+        session: format!("{}/{}", desk.approvals.instance(), call.session),
         source: target.source_name.clone(),
         connection: target.connection.clone(),
         tool: call.params.name.to_string(),

@@ -226,21 +226,45 @@ pub(super) fn finish(
 
 /// At start: a call left executing was interrupted and is never re-run;
 /// pending rows from before are expired.
-pub(super) fn recover(conn: &Connection) -> Result<(usize, usize)> {
-    let failed = conn.execute(
-        "UPDATE approvals SET state = ?1, detail = 'interrupted, not retried'
-         WHERE state = ?2",
-        params![LedgerState::Failed, LedgerState::Executing],
-    )?;
-    let expired = conn.execute(
-        "UPDATE approvals SET state = ?1, detail = 'the hub restarted before a decision'
-         WHERE state IN (?2, ?3)",
-        params![
-            LedgerState::Expired,
-            LedgerState::Pending,
-            LedgerState::Approved
-        ],
-    )?;
+pub(super) fn recover(conn: &mut Connection, running: &[String]) -> Result<(usize, usize)> {
+    let tx = conn.transaction()?;
+    let orphans: Vec<(String, LedgerState)> = {
+        let mut stmt =
+            tx.prepare("SELECT id, session, state FROM approvals WHERE state IN (?1, ?2, ?3)")?;
+        let rows = stmt.query_map(
+            params![
+                LedgerState::Executing,
+                LedgerState::Pending,
+                LedgerState::Approved
+            ],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get(2)?)),
+        )?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|(_, session, _)| {
+                crate::ledger::owning_hub(session)
+                    .is_none_or(|hub| !running.iter().any(|r| r == hub))
+            })
+            .map(|(id, _, state)| (id, state))
+            .collect()
+    };
+    let (mut failed, mut expired) = (0, 0);
+    for (id, state) in orphans {
+        if state == LedgerState::Executing {
+            failed += tx.execute(
+                "UPDATE approvals SET state = ?1, detail = 'interrupted, not retried'
+                 WHERE id = ?2 AND state = ?3",
+                params![LedgerState::Failed, id, LedgerState::Executing],
+            )?;
+        } else {
+            expired += tx.execute(
+                "UPDATE approvals SET state = ?1, detail = 'the hub that asked stopped before a decision'
+                 WHERE id = ?2 AND state = ?3",
+                params![LedgerState::Expired, id, state],
+            )?;
+        }
+    }
+    tx.commit()?;
     Ok((failed, expired))
 }
 

@@ -520,8 +520,8 @@ impl Store for SqliteStore {
         ledger::finish(&self.conn(), executing, ok, detail)
     }
 
-    fn ledger_recover(&self) -> Result<(usize, usize)> {
-        ledger::recover(&self.conn())
+    fn ledger_recover(&self, running: &[String]) -> Result<(usize, usize)> {
+        ledger::recover(&mut self.conn(), running)
     }
 
     fn ledger_list(&self, all: bool) -> Result<Vec<crate::ledger::ApprovalRow>> {

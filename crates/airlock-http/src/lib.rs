@@ -1,5 +1,5 @@
-//! HTTP/1.1 connections of the HTTP face, served with budgets a peer
-//! cannot stretch: the request head must arrive within [`HEAD_TIMEOUT`]
+//! HTTP/1.1 connections of airlock's listeners (the Streamable HTTP face
+//! and the approval page), served with budgets a peer cannot stretch: the request head must arrive within [`HEAD_TIMEOUT`]
 //! (a connection that opens and sends nothing, or sends half a head, is
 //! closed), at most [`MAX_CONNECTIONS`] are open at once (one beyond is
 //! closed on accept), and Nagle is off so the last chunk of each response
@@ -17,13 +17,13 @@ use tokio_util::sync::CancellationToken;
 /// How long a client has to send a request's head, from when the server
 /// starts reading it (at connect, and between keep-alive requests).
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections open at once on one face.
+/// Connections open at once on one listener.
 pub const MAX_CONNECTIONS: usize = 512;
-/// How long open connections get to finish when the hub stops.
+/// How long open connections get to finish when the listener stops.
 const DRAIN: Duration = Duration::from_secs(5);
 
 /// Serves `router` on `listener` until `stop` is cancelled.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     stop: CancellationToken,
@@ -48,7 +48,7 @@ pub(crate) async fn serve(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::warn!(
-                "{MAX_CONNECTIONS} HTTP connections are open, the most this face keeps; closing a new one"
+                "{MAX_CONNECTIONS} HTTP connections are open, the most one listener keeps; closing a new one"
             );
             drop(stream);
             continue;
