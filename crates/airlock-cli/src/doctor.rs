@@ -66,9 +66,9 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
                 w.source, w.name, w.reason
             );
         }
-        for (tool, findings) in hub.view().withheld_for_review() {
+        for (what, findings) in hub.view().withheld_for_review() {
             println!(
-                "warn  `{tool}` is not shown to clients until it is reviewed (`airlock tools review`): {}",
+                "warn  {what} is not shown to clients until it is reviewed (`airlock tools review`): {}",
                 findings.join("; ")
             );
         }

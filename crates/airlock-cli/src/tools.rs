@@ -41,6 +41,9 @@ impl Mode {
 }
 
 struct Pending {
+    /// `tool`, `prompt`, `resource` or `resource template`.
+    kind: &'static str,
+    /// The name a client sees (a resource's URI).
     exposed: String,
     source: String,
     upstream: String,
@@ -87,11 +90,54 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
                 continue;
             }
             pending.push(Pending {
+                kind: "tool",
                 exposed: tool.name.to_string(),
                 source,
                 upstream: route.upstream_name.clone(),
                 definition: c.definition.clone(),
                 digest: c.digest.clone(),
+                previous,
+            });
+        }
+        // What a model reads of prompts, resources and templates, where
+        // there is more to read than a name.
+        let texts = catalog
+            .prompts
+            .iter()
+            .filter_map(|p| Some((p.name.clone(), catalog.prompt_text(&p.name)?)))
+            .chain(
+                catalog
+                    .resources
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| Some((r.uri.clone(), catalog.resource_text(i)?))),
+            )
+            .chain(
+                catalog
+                    .resource_templates
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| Some((t.uri_template.clone(), catalog.template_text(i)?))),
+            );
+        for (exposed, text) in texts {
+            let has_text = ["description", "title"]
+                .iter()
+                .any(|f| text.definition[*f].as_str().is_some_and(|s| !s.is_empty()));
+            if !has_text {
+                continue;
+            }
+            let source = catalog.source_name(text.source).to_string();
+            let previous = store.pinned_contract(&source, &text.key)?;
+            if previous.as_ref().is_some_and(|p| p.digest == text.digest) {
+                continue;
+            }
+            pending.push(Pending {
+                kind: text.kind(),
+                exposed,
+                source,
+                upstream: text.key.clone(),
+                definition: text.definition.clone(),
+                digest: text.digest.clone(),
                 previous,
             });
         }
@@ -112,7 +158,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         println!("withheld from clients (nothing to pin): {w}");
     }
     if pending.is_empty() {
-        println!("Every tool's contract matches what was reviewed. Nothing to do.");
+        println!("Every tool, prompt and resource matches what was reviewed. Nothing to do.");
         return Ok(ExitCode::SUCCESS);
     }
     let reviewer = reviewer();
@@ -128,7 +174,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             Mode::List => false,
             Mode::ApproveAll => true,
             Mode::Approve(names) => names.iter().any(|n| n == &p.exposed),
-            Mode::Interactive => ask(&format!("Pin this contract for {}? [y/N] ", p.exposed))?,
+            Mode::Interactive => ask(&format!("Pin this {} for {}? [y/N] ", p.kind, p.exposed))?,
         };
         if yes {
             store.pin_contract(&PinnedContract {
@@ -140,9 +186,15 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
                 reviewer: reviewer.clone(),
             })?;
             approved += 1;
-            println!("pinned {} {}\n", p.exposed, p.digest);
+            println!("pinned {} {} {}\n", p.kind, p.exposed, p.digest);
         } else {
-            println!("not pinned: calls to {} keep asking\n", p.exposed);
+            match p.kind {
+                "tool" => println!("not pinned: calls to {} keep asking\n", p.exposed),
+                kind => println!(
+                    "not pinned: clients see {kind} {} only as last reviewed, or not at all\n",
+                    p.exposed
+                ),
+            }
         }
     }
     if let Mode::Approve(names) = &mode {
@@ -220,19 +272,23 @@ fn show(p: &Pending, linter: &Linter) {
     } else {
         "NEW"
     };
-    println!("── {state} {}  {}", p.exposed, p.digest);
-    let current = contract::contract_of(&p.definition);
+    println!("── {state} {} {}  {}", p.kind, p.exposed, p.digest);
+    let (of, fields): (fn(&Value) -> Value, _) = match p.kind {
+        "tool" => (contract::contract_of, contract::FIELDS),
+        _ => (contract::text_of, contract::TEXT_FIELDS),
+    };
+    let current = of(&p.definition);
     match &p.previous {
         None => {
-            for field in contract::FIELDS {
+            for field in fields {
                 if let Some(v) = current.get(*field) {
                     println!("   {field}: {}", render(v));
                 }
             }
         }
         Some(prev) => {
-            let before = contract::contract_of(&prev.definition);
-            for field in contract::FIELDS {
+            let before = of(&prev.definition);
+            for field in fields {
                 let (a, b) = (before.get(*field), current.get(*field));
                 if a != b {
                     println!("   {field}:");
@@ -253,11 +309,13 @@ fn show(p: &Pending, linter: &Linter) {
         println!("   ⚠ {}: {}", f.field, f.message);
     }
     match (&p.previous, findings.is_empty()) {
-        (Some(_), _) => println!(
+        (Some(_), _) if p.kind == "tool" => println!(
             "   until you pin it, clients see the definition you reviewed and its calls ask"
         ),
+        (Some(_), _) => println!("   until you pin it, clients see the text you reviewed"),
         (None, false) => println!(
-            "   until you pin it, clients do not see this tool: its text looks like tool poisoning"
+            "   until you pin it, clients do not see this {}: its text looks like tool poisoning",
+            p.kind
         ),
         (None, true) => {}
     }

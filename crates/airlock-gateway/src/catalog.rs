@@ -26,6 +26,40 @@ pub struct ToolContract {
     pub digest: String,
 }
 
+/// What a model reads of one prompt, resource or resource template, as its
+/// source defined it: the key a review pins it under, and its digest.
+#[derive(Debug, Clone)]
+pub struct Text {
+    pub source: usize,
+    /// `prompt:<upstream name>`, `resource:<uri>` or `template:<uri template>`
+    /// (a tool is pinned under its bare name, which cannot hold a `:`).
+    pub key: String,
+    pub definition: serde_json::Value,
+    pub digest: String,
+}
+
+impl Text {
+    fn of(source: usize, key: String, item: &impl serde::Serialize) -> Text {
+        let definition = serde_json::to_value(item).unwrap_or_default();
+        let digest = airlock_policy::contract::text_digest(&definition);
+        Text {
+            source,
+            key,
+            definition,
+            digest,
+        }
+    }
+
+    /// What kind of item this is, as people call it.
+    pub fn kind(&self) -> &'static str {
+        match self.key.split_once(':').map(|(k, _)| k) {
+            Some("prompt") => "prompt",
+            Some("resource") => "resource",
+            _ => "resource template",
+        }
+    }
+}
+
 /// An item a source offered that airlock does not expose, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Withheld {
@@ -48,6 +82,11 @@ pub struct Catalog {
     template_prefixes: Vec<(String, usize)>,
     /// The upstream tool's definition and contract digest, by exposed name.
     contracts: HashMap<String, ToolContract>,
+    /// The text of each prompt, by exposed name; of each resource and
+    /// template, in the order of `resources` and `resource_templates`.
+    prompt_texts: HashMap<String, Text>,
+    resource_texts: Vec<Text>,
+    template_texts: Vec<Text>,
     /// Each source's name, by the index routes carry.
     source_names: Vec<String>,
     pub withheld: Vec<Withheld>,
@@ -115,6 +154,7 @@ impl Catalog {
             self.prompts.retain(|p| p.name != name);
             self.tool_routes.remove(&name);
             self.prompt_routes.remove(&name);
+            self.prompt_texts.remove(&name);
             self.contracts.remove(&name);
             for (me, other) in [(a, b), (b, a)] {
                 self.withhold(
@@ -190,6 +230,10 @@ impl Catalog {
                     let mut p = prompt.clone();
                     p.name = exposed.clone();
                     self.prompts.push(p);
+                    self.prompt_texts.insert(
+                        exposed.clone(),
+                        Text::of(index, format!("prompt:{}", prompt.name), prompt),
+                    );
                     self.prompt_routes.insert(
                         exposed,
                         Route {
@@ -213,6 +257,11 @@ impl Catalog {
                 .and_modify(|e| *e = None)
                 .or_insert(Some(index));
             self.resources.push(r);
+            self.resource_texts.push(Text::of(
+                index,
+                format!("resource:{}", resource.uri),
+                resource,
+            ));
         }
         for template in &snap.resource_templates {
             let mut t = template.clone();
@@ -227,6 +276,11 @@ impl Catalog {
                 .to_string();
             self.template_prefixes.push((prefix, index));
             self.resource_templates.push(t);
+            self.template_texts.push(Text::of(
+                index,
+                format!("template:{}", template.uri_template),
+                template,
+            ));
         }
     }
 
@@ -254,8 +308,19 @@ impl Catalog {
         self.tool_routes.keys().map(String::as_str)
     }
 
-    pub fn prompt_names(&self) -> impl Iterator<Item = &str> {
-        self.prompt_routes.keys().map(String::as_str)
+    /// The text of the prompt exposed as `exposed`.
+    pub fn prompt_text(&self, exposed: &str) -> Option<&Text> {
+        self.prompt_texts.get(exposed)
+    }
+
+    /// The text of the `i`th resource of `resources`.
+    pub fn resource_text(&self, i: usize) -> Option<&Text> {
+        self.resource_texts.get(i)
+    }
+
+    /// The text of the `i`th template of `resource_templates`.
+    pub fn template_text(&self, i: usize) -> Option<&Text> {
+        self.template_texts.get(i)
     }
 
     /// The source serving `uri`: an exact listed URI first, then the one

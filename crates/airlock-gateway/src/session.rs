@@ -54,11 +54,18 @@ impl Session {
     }
 
     fn prompt_route(&self, exposed: &str) -> Result<(usize, String), ErrorData> {
-        let catalog = self.hub.catalog();
-        match catalog.prompt(exposed) {
+        // A prompt withheld from the list is as unknown as one never listed.
+        let view = self.hub.view();
+        let catalog = &view.catalog;
+        match catalog
+            .prompt(exposed)
+            .filter(|_| view.prompt_visible(exposed))
+        {
             Some(r) => Ok((r.source, r.upstream_name.clone())),
             None => {
-                let near = airlock_common::closest(exposed, catalog.prompt_names());
+                let visible: Vec<String> =
+                    view.visible_prompts().into_iter().map(|p| p.name).collect();
+                let near = airlock_common::closest(exposed, visible.iter().map(String::as_str));
                 let mut msg = format!("unknown prompt `{exposed}`");
                 if !near.is_empty() {
                     msg.push_str(&format!("; did you mean `{}`?", near.join("`, `")));
@@ -184,7 +191,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         Ok(ListPromptsResult::with_all_items(
-            self.hub.catalog().prompts.clone(),
+            self.hub.view().visible_prompts(),
         ))
     }
 
@@ -212,7 +219,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         Ok(ListResourcesResult::with_all_items(
-            self.hub.catalog().resources.clone(),
+            self.hub.view().visible_resources(),
         ))
     }
 
@@ -222,7 +229,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(ListResourceTemplatesResult::with_all_items(
-            self.hub.catalog().resource_templates.clone(),
+            self.hub.view().visible_templates(),
         ))
     }
 

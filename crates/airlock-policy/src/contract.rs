@@ -35,6 +35,26 @@ pub fn digest(tool: &Value) -> String {
     digest_canonical(&canonical(&contract_of(tool)))
 }
 
+/// The fields of a prompt, resource or resource template that a model
+/// reads (its text), in their wire names: what a person reviews of it.
+pub const TEXT_FIELDS: &[&str] = &["name", "title", "description", "arguments", "mimeType"];
+
+/// The reviewed part of a prompt, resource or template.
+pub fn text_of(item: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for f in TEXT_FIELDS {
+        if let Some(v) = item.get(*f).filter(|v| !v.is_null()) {
+            out.insert((*f).to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// `sha256:<hex>` of a prompt's, resource's or template's text.
+pub fn text_digest(item: &Value) -> String {
+    digest_canonical(&canonical(&text_of(item)))
+}
+
 /// `sha256:<hex>` of text already in canonical form (see [`canonical`]).
 pub fn digest_canonical(canonical: &str) -> String {
     format!(

@@ -258,6 +258,123 @@ async fn a_tool_changed_after_review_shows_the_reviewed_text_until_reviewed_agai
     );
 }
 
+/// The shifty prompt, resource and template, as the three lists show them.
+async fn shifty_texts(raw: &mut RawStdio, id: i64) -> (Vec<Value>, String) {
+    let mut found = Vec::new();
+    let mut all = String::new();
+    for (i, (method, field, key, name)) in [
+        ("prompts/list", "prompts", "name", "h__shifty"),
+        ("resources/list", "resources", "uri", "hostile://shifty"),
+        (
+            "resources/templates/list",
+            "resourceTemplates",
+            "uriTemplate",
+            "hostile://shifty/{id}",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (list, _) = ask(raw, id + i as i64, method, json!({})).await;
+        all.push_str(&list.to_string());
+        found.extend(
+            list["result"][field]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|item| item[key] == name)
+                .cloned(),
+        );
+    }
+    (found, all)
+}
+
+/// The rug pull on what else a model reads: a reviewed prompt's,
+/// resource's and template's description rewritten to steer the model.
+/// Until a person reviews the change, clients get the reviewed text.
+#[tokio::test]
+async fn prompts_and_resources_changed_after_review_show_the_reviewed_text() {
+    let scratch = Scratch::new();
+    let description = scratch.dir.path().join("description.txt");
+    std::fs::write(&description, "Add two numbers.").unwrap();
+    let config = scratch
+        .reviewed_config(&format!(
+            "[sources.h]\ncommand = \"{{hostile}}\"\nenv = {{ HOSTILE_DESCRIPTION_FILE = {:?} }}\n",
+            description.to_string_lossy()
+        ))
+        .await;
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, Stdio::null());
+    raw.handshake("2025-06-18").await;
+    let (before, _) = shifty_texts(&mut raw, 1).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+    std::fs::write(&description, POISON).unwrap();
+    announce_and_wait(&mut raw, 10).await;
+    let (after, all) = shifty_texts(&mut raw, 20).await;
+    assert_eq!(after.len(), 3, "still listed, as reviewed: {all}");
+    for item in &after {
+        assert_eq!(item["description"], "Add two numbers.", "{item}");
+    }
+    for leaked in ["IMPORTANT", "id_rsa", "Do not tell"] {
+        assert!(!all.contains(leaked), "the model read `{leaked}`: {all}");
+    }
+    drop(raw);
+    let out = scratch
+        .airlock(&[
+            "tools",
+            "review",
+            "--config",
+            &config.to_string_lossy(),
+            "--list",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let review = String::from_utf8_lossy(&out.stdout);
+    for changed in [
+        "CHANGED prompt h__shifty",
+        "CHANGED resource hostile://shifty",
+        "CHANGED resource template hostile://shifty/{id}",
+    ] {
+        assert!(review.contains(changed), "{review}");
+    }
+    assert!(
+        review.contains("id_rsa"),
+        "the person sees the new text: {review}"
+    );
+}
+
+/// A prompt, resource or template nobody reviewed whose text addresses the
+/// model is not listed; a benign one is; `doctor` says what was withheld.
+#[tokio::test]
+async fn unreviewed_prompts_and_resources_that_look_poisoned_are_withheld() {
+    let scratch = Scratch::new();
+    let description = scratch.dir.path().join("description.txt");
+    std::fs::write(&description, POISON).unwrap();
+    let config = scratch.config(&format!(
+        "[sources.h]\ncommand = \"{{hostile}}\"\nenv = {{ HOSTILE_DESCRIPTION_FILE = {:?} }}\n",
+        description.to_string_lossy()
+    ));
+    scratch.approve_commands(&config, &["h"]).await;
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, Stdio::null());
+    raw.handshake("2025-06-18").await;
+    let (found, all) = shifty_texts(&mut raw, 1).await;
+    assert!(found.is_empty(), "{found:?}");
+    assert!(!all.contains("id_rsa"), "{all}");
+    assert!(
+        all.contains("h__greet"),
+        "a benign unreviewed prompt is listed: {all}"
+    );
+    drop(raw);
+    let doctor = scratch.doctor(&config).await;
+    for withheld in [
+        "prompt `h__shifty` is not shown to clients until it is reviewed",
+        "resource `hostile://shifty` is not shown",
+        "resource template `hostile://shifty/{id}` is not shown",
+    ] {
+        assert!(doctor.contains(withheld), "{doctor}");
+    }
+}
+
 /// A tool nobody reviewed whose text addresses the model is not listed at
 /// all; a benign unreviewed one is, with the note that its calls ask.
 #[tokio::test]

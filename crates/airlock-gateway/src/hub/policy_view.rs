@@ -12,7 +12,9 @@ use airlock_store::Store;
 use airlock_store::ledger::StandingRule;
 use serde_json::Value;
 
-use crate::catalog::Catalog;
+use rmcp::model::{Prompt, Resource, ResourceTemplate};
+
+use crate::catalog::{Catalog, Text};
 
 /// What decides calls, replaced whole on reload.
 pub struct PolicyState {
@@ -319,10 +321,91 @@ impl View {
         out
     }
 
-    /// Tools nobody has reviewed that clients do not see because their text
-    /// looks like tool poisoning, with the lint's findings.
-    pub fn withheld_for_review(&self) -> Vec<(String, Vec<String>)> {
+    /// The prompts a client may see: each as it is if a person reviewed it
+    /// so or, never reviewed, its text passes the poisoning lint; as it was
+    /// reviewed if it changed since; otherwise not at all.
+    pub fn visible_prompts(&self) -> Vec<Prompt> {
+        let catalog = &self.catalog;
+        catalog
+            .prompts
+            .iter()
+            .filter_map(|p| {
+                let text = catalog.prompt_text(&p.name)?;
+                shown(p, text, self.shown_text(&p.name, text))
+            })
+            .collect()
+    }
+
+    /// Whether a client may see (and so get) the prompt exposed as `exposed`.
+    pub fn prompt_visible(&self, exposed: &str) -> bool {
         self.catalog
+            .prompt_text(exposed)
+            .is_some_and(|text| !matches!(self.shown_text(exposed, text), Shown::Withheld(_)))
+    }
+
+    /// The resources a client may see, by the same rule as prompts.
+    pub fn visible_resources(&self) -> Vec<Resource> {
+        let catalog = &self.catalog;
+        catalog
+            .resources
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let text = catalog.resource_text(i)?;
+                shown(r, text, self.shown_text(&r.uri, text))
+            })
+            .collect()
+    }
+
+    /// The resource templates a client may see, by the same rule as prompts.
+    pub fn visible_templates(&self) -> Vec<ResourceTemplate> {
+        let catalog = &self.catalog;
+        catalog
+            .resource_templates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let text = catalog.template_text(i)?;
+                shown(t, text, self.shown_text(&t.uri_template, text))
+            })
+            .collect()
+    }
+
+    /// What a client is shown of one prompt, resource or template (`name`
+    /// as the client knows it).
+    fn shown_text(&self, name: &str, text: &Text) -> Shown {
+        let key = (
+            self.catalog.source_name(text.source).to_string(),
+            text.key.clone(),
+        );
+        match self.reviewed.digests.get(&key) {
+            Some(digest) if *digest == text.digest => Shown::Current,
+            Some(_) => match self.reviewed.definitions.get(&key) {
+                Some(reviewed) => Shown::Reviewed(reviewed.clone()),
+                None => Shown::Withheld(vec!["it changed since it was reviewed".into()]),
+            },
+            None => {
+                let findings = crate::review::lint_new(&self.catalog, name, &text.definition);
+                if findings.is_empty() {
+                    Shown::Current
+                } else {
+                    tracing::warn!(
+                        kind = text.kind(),
+                        %name,
+                        findings = %findings.join("; "),
+                        "not listing an item nobody has reviewed whose text looks like tool poisoning; run `airlock tools review`"
+                    );
+                    Shown::Withheld(findings)
+                }
+            }
+        }
+    }
+
+    /// What clients do not see until a person reviews it, because its text
+    /// looks like tool poisoning: `kind \`name\``, with the lint's findings.
+    pub fn withheld_for_review(&self) -> Vec<(String, Vec<String>)> {
+        let tools = self
+            .catalog
             .tools
             .iter()
             .filter(|tool| {
@@ -331,7 +414,39 @@ impl View {
                     self.reviewed.digest(source, &route.upstream_name).is_none()
                 })
             })
-            .map(|tool| (tool.name.to_string(), self.lint_unreviewed(&tool.name)))
+            .map(|tool| {
+                (
+                    format!("tool `{}`", tool.name),
+                    self.lint_unreviewed(&tool.name),
+                )
+            });
+        let catalog = &self.catalog;
+        let texts = catalog
+            .prompts
+            .iter()
+            .filter_map(|p| Some((p.name.as_str(), catalog.prompt_text(&p.name)?)))
+            .chain(
+                catalog
+                    .resources
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| Some((r.uri.as_str(), catalog.resource_text(i)?))),
+            )
+            .chain(
+                catalog
+                    .resource_templates
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| {
+                        Some((t.uri_template.as_str(), catalog.template_text(i)?))
+                    }),
+            )
+            .filter_map(|(name, text)| match self.shown_text(name, text) {
+                Shown::Withheld(findings) => Some((format!("{} `{name}`", text.kind()), findings)),
+                _ => None,
+            });
+        tools
+            .chain(texts)
             .filter(|(_, findings)| !findings.is_empty())
             .collect()
     }
@@ -353,4 +468,37 @@ fn with_note(mut tool: rmcp::model::Tool, note: &str) -> rmcp::model::Tool {
         format!("{description}\n\n{note}").into()
     });
     tool
+}
+
+/// What a client is shown of one prompt, resource or template.
+enum Shown {
+    /// As the source lists it now.
+    Current,
+    /// As a person reviewed it (it changed since).
+    Reviewed(Value),
+    /// Not at all, with why.
+    Withheld(Vec<String>),
+}
+
+/// `item` as a client may see it. Shown as reviewed, it keeps the name
+/// prefix airlock gave the current one.
+fn shown<T: serde::Serialize + serde::de::DeserializeOwned + Clone>(
+    item: &T,
+    text: &Text,
+    shown: Shown,
+) -> Option<T> {
+    match shown {
+        Shown::Current => Some(item.clone()),
+        Shown::Withheld(_) => None,
+        Shown::Reviewed(mut reviewed) => {
+            let now = serde_json::to_value(item).ok()?;
+            let prefix = now["name"]
+                .as_str()?
+                .strip_suffix(text.definition["name"].as_str()?)?
+                .to_string();
+            let name = format!("{prefix}{}", reviewed["name"].as_str()?);
+            reviewed["name"] = Value::String(name);
+            serde_json::from_value(reviewed).ok()
+        }
+    }
 }
