@@ -43,13 +43,13 @@ struct RawHub {
 struct RawSource {
     command: Option<Spanned<String>>,
     #[serde(default)]
-    args: Vec<String>,
+    args: Vec<Spanned<String>>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: BTreeMap<String, Spanned<String>>,
     cwd: Option<String>,
     url: Option<Spanned<String>>,
     #[serde(default)]
-    headers: BTreeMap<String, String>,
+    headers: BTreeMap<String, Spanned<String>>,
     call_timeout: Option<Spanned<String>>,
     prefix: Option<bool>,
     trusted: Option<bool>,
@@ -138,18 +138,18 @@ fn parse_transport(
                 ));
             }
             for (k, v) in &s.env {
-                crate::credentials::check(k, v)
-                    .map_err(|(m, f)| err(start, format!("{key}.env.{k}"), m, f))?;
+                crate::credentials::check(k, v.get_ref())
+                    .map_err(|(m, f)| err(v.span().start, format!("{key}.env.{k}"), m, f))?;
             }
             for (i, a) in s.args.iter().enumerate() {
                 let at = format!("{key}.args[{i}]");
-                crate::credentials::check_arg(&at, a)
-                    .map_err(|(m, f)| err(start, at.clone(), m, f))?;
+                crate::credentials::check_arg(&at, a.get_ref())
+                    .map_err(|(m, f)| err(a.span().start, at.clone(), m, f))?;
             }
             Transport::Stdio {
                 command: command.into_inner(),
-                args: std::mem::take(&mut s.args),
-                env: std::mem::take(&mut s.env),
+                args: unspan(std::mem::take(&mut s.args)),
+                env: unspan_map(std::mem::take(&mut s.env)),
                 cwd: s.cwd.take().map(|c| base.join(c)),
             }
         }
@@ -165,16 +165,31 @@ fn parse_transport(
             check_url(url.get_ref())
                 .map_err(|(m, f)| err(url.span().start, format!("{key}.url"), m, f))?;
             for (k, v) in &s.headers {
-                crate::credentials::check(k, v)
-                    .map_err(|(m, f)| err(start, format!("{key}.headers.{k}"), m, f))?;
+                crate::credentials::check(k, v.get_ref())
+                    .map_err(|(m, f)| err(v.span().start, format!("{key}.headers.{k}"), m, f))?;
             }
             Transport::Http {
                 url: url.into_inner(),
-                headers: std::mem::take(&mut s.headers),
+                headers: unspan_map(std::mem::take(&mut s.headers)),
             }
         }
     })
 }
+
+fn unspan(values: Vec<Spanned<String>>) -> Vec<String> {
+    values.into_iter().map(Spanned::into_inner).collect()
+}
+
+fn unspan_map(values: BTreeMap<String, Spanned<String>>) -> BTreeMap<String, String> {
+    values
+        .into_iter()
+        .map(|(k, v)| (k, v.into_inner()))
+        .collect()
+}
+
+/// With only `approval_wait` given, `approval_ttl` is at least this much
+/// longer.
+const TTL_MARGIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The `[hub]` table.
 fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigError> {
@@ -203,11 +218,27 @@ fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigEr
     }
     let base = path.parent().unwrap_or(Path::new("."));
     hub.managed_policy = h.managed_policy.map(|p| base.join(p));
-    if let Some(t) = h.approval_wait {
-        hub.approval_wait = duration(path, text, "hub.approval_wait", &t)?;
+    if let Some(t) = &h.approval_wait {
+        hub.approval_wait = duration(path, text, "hub.approval_wait", t)?;
     }
-    if let Some(t) = h.approval_ttl {
-        hub.approval_ttl = duration(path, text, "hub.approval_ttl", &t)?;
+    match &h.approval_ttl {
+        Some(t) => {
+            hub.approval_ttl = duration(path, text, "hub.approval_ttl", t)?;
+            if hub.approval_ttl <= hub.approval_wait {
+                return Err(err(
+                    t.span().start,
+                    "hub.approval_ttl".into(),
+                    format!(
+                        "approval_ttl ({}) must be longer than approval_wait ({}), or a call could still wait on an approval nobody can give",
+                        t.get_ref(),
+                        h.approval_wait.as_ref().map_or("90s, the default", |w| w.get_ref().as_str())
+                    ),
+                    "set approval_ttl above approval_wait, or leave it out: it then follows approval_wait with 30s to spare".into(),
+                ));
+            }
+        }
+        // Only the wait given: a person gets as long, and a little more.
+        None => hub.approval_ttl = hub.approval_ttl.max(hub.approval_wait + TTL_MARGIN),
     }
     hub.allowed_programs = h.allowed_programs;
     if let Some(p) = h.approval_page {
@@ -228,16 +259,6 @@ fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigEr
     }
     if let Some(t) = h.approval_retention {
         hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
-    }
-    if hub.approval_ttl <= hub.approval_wait {
-        return Err(ConfigError::at(
-            path,
-            text,
-            None,
-            Some("hub.approval_ttl".into()),
-            "approval_ttl must be longer than approval_wait, or a call could still wait on an approval nobody can give",
-            "set approval_ttl above approval_wait (defaults: 120s and 90s)",
-        ));
     }
     Ok(hub)
 }
@@ -448,6 +469,58 @@ call_timeout = "2m"
             shown.starts_with("airlock.toml:2:1: unknown field `comand`"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_key() {
+        let e = parse("[hub]\ncall_timeout = 60\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("hub.call_timeout"), "{e}");
+        assert_eq!(e.line, 2, "{e}");
+        let e = parse("[sources.fs]\ncommand = \"npx\"\nenv = { A = 1 }\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("sources.fs.A"), "{e}");
+    }
+
+    #[test]
+    fn a_live_credential_is_reported_at_its_own_line() {
+        let e = parse(
+            "[sources.gh]\ncommand = \"npx\"\nargs = [\"-y\"]\n\n[sources.gh.env]\nOTHER = \"x\"\nGITHUB_TOKEN = \"ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+        assert_eq!(e.key.as_deref(), Some("sources.gh.env.GITHUB_TOKEN"), "{e}");
+        let e = parse(
+            "[sources.db]\ncommand = \"x\"\nargs = [\n  \"--verbose\",\n  \"postgresql://app:hunter2@db/app\",\n]\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+        let e = parse("[sources.w]\nurl = \"https://example.com/mcp\"\n\n[sources.w.headers]\nAuthorization = \"Bearer ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\n")
+            .unwrap_err();
+        assert_eq!(e.line, 5, "{e}");
+    }
+
+    #[test]
+    fn approval_wait_alone_brings_the_ttl_along() {
+        let c = parse("[hub]\napproval_wait = \"5m\"\n").unwrap();
+        assert_eq!(c.hub.approval_wait, Duration::from_secs(300));
+        assert!(c.hub.approval_ttl > c.hub.approval_wait);
+        let c = parse("[hub]\napproval_wait = \"10s\"\n").unwrap();
+        assert_eq!(
+            c.hub.approval_ttl,
+            Duration::from_secs(120),
+            "the default stays"
+        );
+        let e = parse("[hub]\napproval_wait = \"5m\"\napproval_ttl = \"2m\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (3, Some("hub.approval_ttl")),
+            "{e}"
+        );
+        assert!(
+            e.message.contains("(2m)") && e.message.contains("(5m)"),
+            "{e}"
+        );
+        let e = parse("[hub]\napproval_ttl = \"60s\"\n").unwrap_err();
+        assert!(e.message.contains("90s, the default"), "{e}");
     }
 
     #[test]

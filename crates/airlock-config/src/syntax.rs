@@ -50,7 +50,7 @@ pub(crate) fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Config
     let header = offset
         .map(|o| table_header_before(text, o))
         .unwrap_or_default();
-    let word = offset.map(|o| word_at(text, o)).filter(|w| !w.is_empty());
+    let word = offset.map(|o| key_at(text, o)).filter(|w| !w.is_empty());
     let key = match (&word, header.is_empty()) {
         (Some(w), false) => Some(format!("{header}.{w}")),
         (Some(w), true) => Some(w.clone()),
@@ -94,6 +94,22 @@ fn table_header_before(text: &str, offset: usize) -> String {
         .find(|l| l.starts_with('[') && l.ends_with(']'))
         .map(|l| l.trim_matches(['[', ']']).trim().to_string())
         .unwrap_or_default()
+}
+
+/// The key an error at `offset` is about: the word there, or, where the
+/// offset is in a value (`key = <here>`), the key that value belongs to.
+fn key_at(text: &str, offset: usize) -> String {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let before = text.get(line_start..offset).unwrap_or("");
+    match before.rfind('=') {
+        Some(eq) => {
+            let lhs = &before[..eq];
+            let lhs = lhs.rsplit(['{', ',']).next().unwrap_or(lhs);
+            lhs.trim().trim_matches(['"', '\'']).to_string()
+        }
+        None => word_at(text, offset),
+    }
 }
 
 fn word_at(text: &str, offset: usize) -> String {
