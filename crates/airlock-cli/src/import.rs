@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use airlock_config::ClientKind;
 use anyhow::Context;
 
 pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -50,14 +51,16 @@ pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "airlock".into());
-    let snippet = serde_json::json!({
-        "mcpServers": {
-            "airlock": {
-                "command": exe,
-                "args": ["serve", "--config", config_path.display().to_string()]
-            }
-        }
-    });
+    let args = ["serve", "--config", &config_path.display().to_string()].map(String::from);
+    // Each client's own shape: VS Code wants `servers` and a `type`.
+    let snippet = match imported.client {
+        ClientKind::McpServers => serde_json::json!({
+            "mcpServers": { "airlock": { "command": exe, "args": args } }
+        }),
+        ClientKind::VsCode => serde_json::json!({
+            "servers": { "airlock": { "type": "stdio", "command": exe, "args": args } }
+        }),
+    };
     eprintln!(
         "\nReplace the client's servers with this entry so every call goes through airlock:\n{}",
         serde_json::to_string_pretty(&snippet)?

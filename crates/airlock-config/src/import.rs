@@ -12,7 +12,7 @@ use crate::names::{sanitize, validate_source_name};
 use crate::raw::check_url;
 
 const SERVER_KEYS: &[&str] = &[
-    "command", "args", "env", "cwd", "url", "headers", "type", "disabled",
+    "command", "args", "env", "envFile", "cwd", "url", "headers", "type", "disabled",
 ];
 
 /// The client's file. Other top-level keys belong to the client (window
@@ -41,12 +41,25 @@ struct ClientServer {
     kind: Option<String>,
     #[serde(default)]
     disabled: bool,
+    /// VS Code: a file of `KEY=VALUE` lines added to `env`.
+    #[serde(rename = "envFile")]
+    env_file: Option<String>,
+}
+
+/// Which client's format a file is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// `mcpServers`: Claude Desktop, Claude Code, Cursor.
+    McpServers,
+    /// `servers`, with `"type"` and `${…}` variables: VS Code.
+    VsCode,
 }
 
 /// The result of reading a client JSON.
 #[derive(Debug)]
 pub struct ImportOutput {
     pub config: Config,
+    pub client: ClientKind,
     /// Server keys renamed to fit the source-name rule, `(from, to)`.
     pub renamed: Vec<(String, String)>,
     /// Servers marked `disabled` in the client file and left out.
@@ -69,9 +82,9 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
                 .into(),
         }
     })?;
-    let (servers, top) = match (file.mcp_servers, file.servers) {
-        (Some(s), _) => (s, "mcpServers"),
-        (None, Some(s)) => (s, "servers"),
+    let (servers, top, client) = match (file.mcp_servers, file.servers) {
+        (Some(s), _) => (s, "mcpServers", ClientKind::McpServers),
+        (None, Some(s)) => (s, "servers", ClientKind::VsCode),
         (None, None) => {
             return Err(ConfigError::at(
                 path,
@@ -86,7 +99,9 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
 
     let mut renamed = Vec::new();
     let mut skipped = Vec::new();
+    let mut inputs = Vec::new();
     let mut sources: Vec<SourceConfig> = Vec::new();
+    let vscode = VsCode::for_file(path);
     for (key, value) in servers {
         let at = locate_key(text, &key);
         let err = |k: Option<String>, m: String, f: String| ConfigError {
@@ -98,7 +113,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             fix: f,
         };
         let dotted = format!("{top}.{key}");
-        let server: ClientServer = serde_json::from_value(value).map_err(|e| {
+        let mut server: ClientServer = serde_json::from_value(value).map_err(|e| {
             let msg = e.to_string();
             let fix = match msg
                 .strip_prefix("unknown field `")
@@ -118,6 +133,17 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
         if server.disabled {
             skipped.push(key);
             continue;
+        }
+        if client == ClientKind::VsCode {
+            vscode
+                .resolve(&mut server, &dotted, &mut inputs)
+                .map_err(|(k, m, f)| err(Some(k), m, f))?;
+        } else if let Some(file) = &server.env_file {
+            return Err(err(
+                Some(format!("{dotted}.envFile")),
+                format!("`envFile` ({file}) is a VS Code key, and this is not a VS Code file"),
+                "move the variables into `env`".into(),
+            ));
         }
         let name = if validate_source_name(&key).is_ok() {
             key.clone()
@@ -209,10 +235,188 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             rules: Vec::new(),
             managed_rules: Vec::new(),
         },
+        client,
         renamed,
         skipped,
-        secrets_to_store: Vec::new(),
+        secrets_to_store: inputs,
     })
+}
+
+/// VS Code's variables in a `servers` file: `${workspaceFolder}` (the
+/// folder holding `.vscode/`, or the file's own folder), `${userHome}`,
+/// `${env:NAME}` (from the environment `import` runs in) and
+/// `${input:ID}`, which VS Code asks the person for: it becomes the stored
+/// secret `ID`. Anything else cannot be resolved outside VS Code.
+struct VsCode {
+    workspace: std::path::PathBuf,
+}
+
+type Refusal = (String, String, String);
+
+impl VsCode {
+    fn for_file(path: &Path) -> VsCode {
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        let workspace = match dir.file_name() {
+            Some(n) if n == ".vscode" => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
+            _ => dir,
+        };
+        VsCode { workspace }
+    }
+
+    /// Resolves every variable of `server` (at `at`) in place, and reads
+    /// its `envFile`; inputs become secret references, named in `inputs`.
+    fn resolve(
+        &self,
+        server: &mut ClientServer,
+        at: &str,
+        inputs: &mut Vec<(String, String)>,
+    ) -> Result<(), Refusal> {
+        let plain = |v: &mut String, key: String| self.expand(v, &key, None).map(|e| *v = e);
+        if let Some(c) = &mut server.command {
+            plain(c, format!("{at}.command"))?;
+        }
+        for (i, a) in server.args.iter_mut().enumerate() {
+            plain(a, format!("{at}.args[{i}]"))?;
+        }
+        if let Some(c) = &mut server.cwd {
+            plain(c, format!("{at}.cwd"))?;
+        }
+        if let Some(u) = &mut server.url {
+            plain(u, format!("{at}.url"))?;
+        }
+        if let Some(file) = server.env_file.take() {
+            let key = format!("{at}.envFile");
+            let file = self.expand(&file, &key, None)?;
+            let file = self.workspace.join(file);
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                (
+                    key.clone(),
+                    format!("cannot read the envFile {}: {e}", file.display()),
+                    "create it, fix the path, or move its variables into `env`".to_string(),
+                )
+            })?;
+            for (k, v) in env_file_lines(&text) {
+                // What `env` sets itself wins, as in VS Code.
+                server.env.entry(k).or_insert(v);
+            }
+        }
+        for (k, v) in server.env.iter_mut() {
+            *v = self.expand(v, &format!("{at}.env.{k}"), Some(inputs))?;
+        }
+        for (k, v) in server.headers.iter_mut() {
+            *v = self.expand(v, &format!("{at}.headers.{k}"), Some(inputs))?;
+        }
+        Ok(())
+    }
+
+    /// `text` with its variables resolved. `${input:…}` is allowed only
+    /// where a secret reference may stand (`inputs` given: env and headers).
+    fn expand(
+        &self,
+        text: &str,
+        key: &str,
+        mut inputs: Option<&mut Vec<(String, String)>>,
+    ) -> Result<String, Refusal> {
+        let refuse = |m: String, f: &str| (key.to_string(), m, f.to_string());
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let Some(len) = rest[start..].find('}') else {
+                return Err(refuse(
+                    format!("`{text}` has a `${{` that is never closed"),
+                    "close the variable with `}`",
+                ));
+            };
+            let var = &rest[start + 2..start + len];
+            match var.split_once(':') {
+                None if var == "workspaceFolder" => out.push_str(&self.workspace.to_string_lossy()),
+                None if var == "userHome" => match std::env::var("HOME") {
+                    Ok(h) => out.push_str(&h),
+                    Err(_) => {
+                        return Err(refuse(
+                            "`${userHome}` but HOME is not set".into(),
+                            "write the path out",
+                        ));
+                    }
+                },
+                Some(("env", name)) => match std::env::var(name) {
+                    Ok(v) => out.push_str(&v),
+                    Err(_) => {
+                        return Err(refuse(
+                            format!("`${{env:{name}}}` is not set in this environment"),
+                            "set it and import again, or write the value (a credential: `airlock secret set NAME` and \"${secret:NAME}\")",
+                        ));
+                    }
+                },
+                Some(("input", id)) => {
+                    let Some(inputs) = inputs.as_deref_mut() else {
+                        return Err(refuse(
+                            format!(
+                                "`${{input:{id}}}` asks for a value here, and a command line is readable by every local user"
+                            ),
+                            "pass it through `env` instead, where it becomes a stored secret",
+                        ));
+                    };
+                    let name = secret_name(id);
+                    out.push_str(&format!("${{secret:{name}}}"));
+                    inputs.push((name, format!("{key} (VS Code input `{id}`)")));
+                }
+                _ => {
+                    return Err(refuse(
+                        format!(
+                            "`${{{var}}}` is a VS Code variable airlock cannot resolve outside VS Code"
+                        ),
+                        "write the value it stands for",
+                    ));
+                }
+            }
+            rest = &rest[start + len + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// A secret name for a VS Code input id: letters, digits, '_' and '-'.
+fn secret_name(id: &str) -> String {
+    let name: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "input".into()
+    } else {
+        name
+    }
+}
+
+/// The `KEY=VALUE` lines of an env file (`#` comments, blank lines and an
+/// `export ` prefix allowed; one pair of surrounding quotes removed).
+fn env_file_lines(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let l = l.strip_prefix("export ").unwrap_or(l);
+            let (k, v) = l.split_once('=')?;
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v);
+            Some((k.trim().to_string(), v.to_string()))
+        })
+        .collect()
 }
 
 /// Position of `"key":` in the text, for messages about values serde_json
@@ -230,10 +434,14 @@ pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
     let mut out = parse_client_json(path, &text)?;
     // A secret in a server's arguments cannot be moved anywhere safe: every
     // local user can read a command line. Say so, with the fix.
+    let top = match out.client {
+        ClientKind::McpServers => "mcpServers",
+        ClientKind::VsCode => "servers",
+    };
     for source in &out.config.sources {
         if let Transport::Stdio { args, .. } = &source.transport {
             for (i, a) in args.iter().enumerate() {
-                let at = format!("mcpServers.{}.args[{i}]", source.name);
+                let at = format!("{top}.{}.args[{i}]", source.name);
                 crate::credentials::check_arg(&at, a).map_err(|(message, fix)| ConfigError {
                     file: path.to_path_buf(),
                     line: 0,
@@ -245,7 +453,8 @@ pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
             }
         }
     }
-    out.secrets_to_store = move_credentials_out(&mut out.config);
+    let moved = move_credentials_out(&mut out.config);
+    out.secrets_to_store.extend(moved);
     let toml = render_toml(&out.config);
     Ok((out, toml))
 }
@@ -380,6 +589,83 @@ mod tests {
     fn vs_code_servers_are_read() {
         let out = parse(r#"{"servers": {"git": {"type": "stdio", "command": "uvx", "args": ["mcp-server-git"]}}, "inputs": []}"#).unwrap();
         assert_eq!(out.config.sources[0].name, "git");
+    }
+
+    /// A VS Code workspace's `.vscode/mcp.json`, as people write them.
+    #[test]
+    fn vs_code_variables_inputs_and_env_files_are_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let vscode = dir.path().join(".vscode");
+        std::fs::create_dir(&vscode).unwrap();
+        std::fs::write(
+            dir.path().join(".env"),
+            "# local settings\nexport LOG=debug\nDB_URL=\"postgresql://app@db/app\"\nREGION='eu'\n",
+        )
+        .unwrap();
+        let file = vscode.join("mcp.json");
+        std::fs::write(
+            &file,
+            r#"{"inputs": [{"type": "promptString", "id": "github-token", "password": true}],
+                "servers": {
+                  "fs": {"type": "stdio", "command": "npx", "args": ["-y", "server-fs", "${workspaceFolder}/src"]},
+                  "gh": {"type": "stdio", "command": "npx", "args": ["-y", "server-github"],
+                         "env": {"GITHUB_TOKEN": "${input:github-token}", "LOG": "info"},
+                         "envFile": "${workspaceFolder}/.env"}}}"#,
+        )
+        .unwrap();
+        let (out, toml) = import_json(&file).unwrap();
+        assert_eq!(out.client, ClientKind::VsCode);
+        let workspace = std::fs::canonicalize(dir.path()).unwrap();
+        let Transport::Stdio { args, .. } = &out.config.sources[0].transport else {
+            panic!()
+        };
+        assert_eq!(args[2], format!("{}/src", workspace.display()));
+        let Transport::Stdio { env, .. } = &out.config.sources[1].transport else {
+            panic!()
+        };
+        assert_eq!(env["GITHUB_TOKEN"], "${secret:github-token}");
+        assert_eq!(env["LOG"], "info", "env wins over the envFile");
+        assert_eq!(env["DB_URL"], "postgresql://app@db/app");
+        assert_eq!(env["REGION"], "eu");
+        assert!(
+            out.secrets_to_store
+                .iter()
+                .any(|(n, _)| n == "github-token"),
+            "{:?}",
+            out.secrets_to_store
+        );
+        assert!(
+            !toml.replace("${secret:", "").contains("${"),
+            "only secret references are left: {toml}"
+        );
+        crate::raw::parse_toml(&file.with_extension("toml"), &toml).unwrap();
+    }
+
+    #[test]
+    fn vs_code_variables_that_cannot_be_resolved_are_refused_with_the_fix() {
+        for (server, wanted) in [
+            (
+                r#"{"command": "x", "args": ["${input:token}"]}"#,
+                "command line",
+            ),
+            (
+                r#"{"command": "x", "args": ["${config:editor.tabSize}"]}"#,
+                "cannot resolve outside VS Code",
+            ),
+            (
+                r#"{"command": "x", "env": {"A": "${env:AIRLOCK_TEST_SURELY_UNSET}"}}"#,
+                "not set in this environment",
+            ),
+            (
+                r#"{"command": "x", "envFile": "missing.env"}"#,
+                "cannot read the envFile",
+            ),
+        ] {
+            let e = parse(&format!(r#"{{"servers": {{"s": {server}}}}}"#)).unwrap_err();
+            assert!(e.message.contains(wanted), "{server}: {e}");
+        }
+        let e = parse(r#"{"mcpServers": {"s": {"command": "x", "envFile": ".env"}}}"#).unwrap_err();
+        assert!(e.message.contains("VS Code key"), "{e}");
     }
 
     #[test]

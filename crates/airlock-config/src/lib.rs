@@ -24,7 +24,7 @@ pub use rules::{compile_glob, compile_regex};
 
 pub use credentials::looks_like_credential;
 pub use error::ConfigError;
-pub use import::{ImportOutput, import_json};
+pub use import::{ClientKind, ImportOutput, import_json};
 pub use model::{
     Action, ApprovalPage, ArgCondition, ArgTest, Config, HubSettings, Layer, RuleConfig,
     SourceConfig, Transport,

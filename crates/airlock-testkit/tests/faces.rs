@@ -242,6 +242,54 @@ async fn client_json_config_runs_unchanged() {
     assert!(snippet.contains("/airlock.toml\""), "{snippet}");
 }
 
+/// A VS Code file is imported as VS Code writes it (variables, inputs) and
+/// answered with a snippet VS Code reads: `servers`, with a `type`.
+#[tokio::test]
+async fn a_vs_code_file_gets_a_vs_code_snippet() {
+    let scratch = Scratch::new();
+    let vscode = scratch.dir.path().join(".vscode");
+    std::fs::create_dir(&vscode).unwrap();
+    let json_path = vscode.join("mcp.json");
+    std::fs::write(
+        &json_path,
+        r#"{"inputs": [{"type": "promptString", "id": "api-key", "password": true}],
+            "servers": {"tool": {"type": "stdio", "command": "npx", "args": ["-y", "some-server", "${workspaceFolder}"],
+                                 "env": {"API_KEY": "${input:api-key}"}}}}"#,
+    )
+    .unwrap();
+    let out_path = scratch.dir.path().join("imported.toml");
+    let out = scratch
+        .airlock(&[
+            "import",
+            &json_path.to_string_lossy(),
+            "--out",
+            &out_path.to_string_lossy(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let snippet: serde_json::Value =
+        serde_json::from_str(&said[said.find('{').unwrap()..]).unwrap();
+    assert_eq!(snippet["servers"]["airlock"]["type"], "stdio", "{snippet}");
+    assert!(snippet.get("mcpServers").is_none(), "{snippet}");
+    assert!(said.contains("airlock secret set api-key"), "{said}");
+    let toml = std::fs::read_to_string(&out_path).unwrap();
+    assert!(toml.contains("${secret:api-key}"), "{toml}");
+    assert!(!toml.contains("${workspaceFolder}"), "{toml}");
+    let check = scratch
+        .airlock(&["policy", "check", "--config", &out_path.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn children_do_not_outlive_airlock() {
