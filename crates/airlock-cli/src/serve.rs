@@ -67,6 +67,13 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
             let report = report(hub.clone(), face, origin.to_string());
             tokio::spawn(control.serve(hub.clone(), report));
         }
+        // The client is answered at once; sources come up meanwhile, and
+        // what became of each is logged when all have had a first try.
+        let reporting = hub.clone();
+        tokio::spawn(async move {
+            reporting.settled(connect_timeout).await;
+            report_sources(&reporting);
+        });
         match face {
             Some((token, face)) => {
                 eprintln!(
@@ -77,17 +84,9 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
                     crate::token::path(&data_dir).display()
                 );
                 let token = Arc::new(crate::token::TokenFile::new(&data_dir, token));
-                hub.settled(connect_timeout).await;
-                report_sources(&hub);
                 face.serve(hub.clone(), token).await?;
             }
-            None => {
-                // Let sources finish their first attempt so the client's
-                // first tools/list is complete.
-                hub.settled(connect_timeout).await;
-                report_sources(&hub);
-                stdio::serve(hub.clone()).await?;
-            }
+            None => stdio::serve(hub.clone()).await?,
         }
         hub.stop().await;
         Ok(ExitCode::SUCCESS)

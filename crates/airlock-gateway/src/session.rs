@@ -24,6 +24,11 @@ use crate::hub::{Hub, RunKey, SessionId};
 use crate::pipeline::{self, ToolCall};
 use crate::versions;
 
+/// How long a client's first `initialize` or `tools/list` waits for
+/// sources still on their first attempt; the rest arrive with
+/// `list_changed`.
+const FIRST_CONTACT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub struct Session {
     hub: Arc<Hub>,
     id: SessionId,
@@ -132,8 +137,12 @@ impl ServerHandler for Session {
             .enable_logging()
             .enable_completions()
             .build();
-        ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+        let config = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")));
+        match crate::instructions::for_client(&self.hub) {
+            Some(text) => config.with_instructions(text),
+            None => config,
+        }
     }
 
     async fn initialize(
@@ -143,6 +152,10 @@ impl ServerHandler for Session {
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         self.remember(&context);
+        // Sources come up in the background; a moment for the quick ones,
+        // so the first answer is complete where it can be, never a wait
+        // for a source that hangs.
+        self.hub.settled(FIRST_CONTACT).await;
         self.negotiate_initialize(&request)
     }
 
@@ -152,6 +165,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.remember(&context);
+        self.hub.settled(FIRST_CONTACT).await;
         Ok(ListToolsResult::with_all_items(
             self.hub.view().visible_tools(),
         ))
@@ -190,6 +204,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.hub.settled(FIRST_CONTACT).await;
         Ok(ListPromptsResult::with_all_items(
             self.hub.view().visible_prompts(),
         ))
@@ -218,6 +233,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.hub.settled(FIRST_CONTACT).await;
         Ok(ListResourcesResult::with_all_items(
             self.hub.view().visible_resources(),
         ))
@@ -228,6 +244,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.hub.settled(FIRST_CONTACT).await;
         Ok(ListResourceTemplatesResult::with_all_items(
             self.hub.view().visible_templates(),
         ))

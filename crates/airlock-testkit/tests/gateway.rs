@@ -450,3 +450,62 @@ async fn client_cancellation_reaches_the_source() {
     }
     assert!(heard.contains("hang,cancelled:"), "{heard}");
 }
+
+/// A source that never finishes its handshake does not keep the client
+/// waiting: `initialize` is answered while it still starts (here its
+/// timeout is a minute), the ready source's tools are listed, and the
+/// instructions say what is still starting.
+#[tokio::test]
+async fn a_hanging_source_does_not_hold_up_the_first_answer() {
+    let scratch = Scratch::new();
+    let sources = "[sources.fixture]\ncommand = \"{fixture}\"\n\n[sources.slow]\ncommand = \"sleep\"\nargs = [\"600\"]\n";
+    // The review waits for the slow source only briefly; the hub, a minute.
+    scratch
+        .reviewed_config(&format!("[hub]\nconnect_timeout = \"2s\"\n\n{sources}"))
+        .await;
+    let config = scratch.config(&format!(
+        "[hub]\nconnect_timeout = \"60s\"\n\n{sources}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
+    ));
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, std::process::Stdio::null());
+    let init = tokio::time::timeout(Duration::from_secs(20), raw.handshake("2025-06-18"))
+        .await
+        .expect("initialize answered while a source still starts");
+    let said = init["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(said.contains("Still starting: source `slow`"), "{init}");
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}))
+        .await;
+    let (tools, _) = raw.response(2).await;
+    assert!(tools.to_string().contains("fixture__echo"), "{tools}");
+}
+
+/// A freshly imported config: nothing reviewed yet. The client is told so
+/// at first contact, not only on airlock's stderr.
+#[tokio::test]
+async fn the_first_answer_says_what_waits_for_review() {
+    let scratch = Scratch::new();
+    let config = scratch.config("[sources.fixture]\ncommand = \"{fixture}\"\n");
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, std::process::Stdio::null());
+    let init = raw.handshake("2025-06-18").await;
+    let said = init["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("Not started until the user reviews its command: source `fixture`"),
+        "{init}"
+    );
+    drop(raw);
+    scratch.approve_commands(&config, &["fixture"]).await;
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, std::process::Stdio::null());
+    let init = raw.handshake("2025-06-18").await;
+    let said = init["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("have not been reviewed by the user yet"),
+        "{init}"
+    );
+    drop(raw);
+    scratch.review(&config).await;
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, std::process::Stdio::null());
+    let init = raw.handshake("2025-06-18").await;
+    assert!(
+        init["result"].get("instructions").is_none(),
+        "nothing waits: {init}"
+    );
+}

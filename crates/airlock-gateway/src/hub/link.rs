@@ -148,11 +148,13 @@ impl Downstream for Link {
         match hub.store.approved_command(source) {
             Ok(Some(f)) if f == command.fingerprint() => Ok(()),
             Ok(Some(_)) => Err(format!(
-                "what it runs or reaches changed since it was reviewed, so it does not start until a person approves it: `{}`; run `airlock tools review`",
+                "what it runs or reaches changed since it was reviewed, {}: `{}`; run `airlock tools review`",
+                crate::instructions::NEEDS_REVIEW,
                 command.describe()
             )),
             Ok(None) => Err(format!(
-                "what it runs or reaches has not been reviewed, so it does not start until a person approves it: `{}`; run `airlock tools review`",
+                "what it runs or reaches has not been reviewed, {}: `{}`; run `airlock tools review`",
+                crate::instructions::NEEDS_REVIEW,
                 command.describe()
             )),
             Err(e) => Err(format!("cannot read approved commands: {e}")),
