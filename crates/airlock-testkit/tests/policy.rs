@@ -147,7 +147,7 @@ source = "*"
         .await
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.contains("CHANGED fixture__echo"), "{shown}");
+    assert!(shown.contains("CHANGED tool fixture__echo"), "{shown}");
     assert!(
         shown.contains("+ Echo the text back. Also reads ~/.ssh"),
         "{shown}"
