@@ -81,6 +81,27 @@ pub async fn run(dir: &Path, samples: usize, waiting: usize) -> anyhow::Result<A
     let transport = TokioChildProcess::new(cmd)?;
     let pid = transport.id();
     let client = Arc::new(().serve(transport).await?);
+    // A second hub on the same data directory (another desktop client's),
+    // idle: every decision is told to both, and only the first has the call.
+    let mut neighbour = tokio::process::Command::new(bin("airlock"));
+    neighbour
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env("AIRLOCK_HOME", &home)
+        .env("AIRLOCK_NO_BROWSER", "1")
+        .env("AIRLOCK_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let _neighbour = neighbour.spawn()?;
+    let hubs = home.join("hubs");
+    for _ in 0..200 {
+        if std::fs::read_dir(&hubs).map(|d| d.count()).unwrap_or(0) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let desk = {
         let home = home.clone();
         Desk::new(

@@ -364,12 +364,17 @@ async fn main() -> anyhow::Result<()> {
                 println!("{}", messages::render(&messages::run()));
                 return Ok(());
             }
+            "--only" if args[i + 1] == "approvals" => {
+                let dir = tempfile::tempdir()?;
+                report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
+                return Ok(());
+            }
             "--only" if args[i + 1] == "policy" => {
                 report_policy(&policy::run());
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals"
             ),
         }
         i += 2;
@@ -686,7 +691,7 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
 fn report_approvals(a: &approvals::ApprovalReport) {
     println!("\n### Approvals\n");
     println!(
-        "Decision recorded (the same code `airlock approve` runs) → the call's answer at the client, over {} approvals; then {} calls waiting at once.\n",
+        "Decision recorded (the same code `airlock approve` runs) → the call's answer at the client, over {} approvals, with a second, idle hub on the same data directory (the decision is told to both); then {} calls waiting at once.\n",
         a.samples, a.waiting
     );
     println!("| measure | value | target | |");

@@ -24,11 +24,6 @@ use crate::hub::{Hub, RunKey, SessionId};
 use crate::pipeline::{self, ToolCall};
 use crate::versions;
 
-/// How long a client's first `initialize` or `tools/list` waits for
-/// sources still on their first attempt; the rest arrive with
-/// `list_changed`.
-const FIRST_CONTACT: std::time::Duration = std::time::Duration::from_secs(5);
-
 pub struct Session {
     hub: Arc<Hub>,
     id: SessionId,
@@ -151,11 +146,12 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        self.remember(&context);
         // Sources come up in the background; a moment for the quick ones,
         // so the first answer is complete where it can be, never a wait
-        // for a source that hangs.
-        self.hub.settled(FIRST_CONTACT).await;
+        // for a source that hangs. Registered after it: the lists this
+        // answer reflects are not announced to it as changes.
+        self.hub.first_contact().await;
+        self.remember(&context);
         self.negotiate_initialize(&request)
     }
 
@@ -164,8 +160,8 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.hub.first_contact().await;
         self.remember(&context);
-        self.hub.settled(FIRST_CONTACT).await;
         Ok(ListToolsResult::with_all_items(
             self.hub.view().visible_tools(),
         ))
@@ -176,6 +172,7 @@ impl ServerHandler for Session {
         params: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.hub.first_contact().await;
         self.remember(&context);
         let modern = context
             .protocol_version()
@@ -204,7 +201,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.hub.settled(FIRST_CONTACT).await;
+        self.hub.first_contact().await;
         Ok(ListPromptsResult::with_all_items(
             self.hub.view().visible_prompts(),
         ))
@@ -215,6 +212,7 @@ impl ServerHandler for Session {
         mut request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        self.hub.first_contact().await;
         let (source, upstream) = self.prompt_route(&request.name)?;
         request.name = upstream;
         request.meta = None;
@@ -233,7 +231,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.hub.settled(FIRST_CONTACT).await;
+        self.hub.first_contact().await;
         Ok(ListResourcesResult::with_all_items(
             self.hub.view().visible_resources(),
         ))
@@ -244,7 +242,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.hub.settled(FIRST_CONTACT).await;
+        self.hub.first_contact().await;
         Ok(ListResourceTemplatesResult::with_all_items(
             self.hub.view().visible_templates(),
         ))
@@ -255,6 +253,7 @@ impl ServerHandler for Session {
         mut request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        self.hub.first_contact().await;
         let source = self.resource_source(&request.uri)?;
         request.meta = None;
         let timeout = self.hub.sources.call_timeout(source);
@@ -301,6 +300,7 @@ impl ServerHandler for Session {
         mut request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        self.hub.first_contact().await;
         let source = match &mut request.r#ref {
             Reference::Prompt(p) => {
                 let (source, upstream) = self.prompt_route(&p.name)?;

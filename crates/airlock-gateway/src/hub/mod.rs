@@ -34,6 +34,10 @@ pub use sources::Sources;
 use crate::catalog::Catalog;
 use crate::secrets::HubSecrets;
 
+/// How long a client's requests wait for sources on their first attempt;
+/// the rest arrive with `list_changed`.
+pub const FIRST_CONTACT: Duration = Duration::from_secs(5);
+
 pub struct Hub {
     pub(crate) sources: Sources,
     pub(crate) clients: Arc<Clients>,
@@ -45,6 +49,10 @@ pub struct Hub {
     /// Run with no config file: the built-in demo, whose only source is
     /// airlock itself.
     builtin: bool,
+    /// When the hub started, and whether every source has had its first
+    /// attempt since (see [`Hub::first_contact`]).
+    started: std::time::Instant,
+    first_attempts_done: std::sync::atomic::AtomicBool,
     /// A hub that serves clients records its sources' states; one started
     /// by `doctor` or `tools review` to look at them does not.
     serving: bool,
@@ -112,6 +120,8 @@ impl Hub {
                 settings: config.hub,
                 builtin: config.origin.is_none(),
                 serving,
+                started: std::time::Instant::now(),
+                first_attempts_done: Default::default(),
                 shutdown,
             }
         });
@@ -208,6 +218,22 @@ impl Hub {
     pub async fn settled(&self, limit: Duration) {
         let all = futures::future::join_all(self.sources.all().iter().map(|s| s.settled()));
         let _ = tokio::time::timeout(limit, all).await;
+    }
+
+    /// What a client's requests wait for while the hub is new: the first
+    /// attempt of every source, until [`FIRST_CONTACT`] after the hub
+    /// started, so quick sources are there in the first answer and a
+    /// hanging one holds nothing up. After that, nothing waits again (a
+    /// source still starting, or restarting later, fails its calls at once).
+    pub async fn first_contact(&self) {
+        use std::sync::atomic::Ordering;
+        if self.first_attempts_done.load(Ordering::Relaxed) {
+            return;
+        }
+        let left = FIRST_CONTACT.saturating_sub(self.started.elapsed());
+        let all = futures::future::join_all(self.sources.all().iter().map(|s| s.settled()));
+        let _ = tokio::time::timeout(left, all).await;
+        self.first_attempts_done.store(true, Ordering::Relaxed);
     }
 
     /// Stops every source (their processes end) and makes the store durable.
