@@ -22,26 +22,6 @@ pub fn not_dumpable() {
 #[cfg(not(target_os = "linux"))]
 pub fn not_dumpable() {}
 
-/// Parts of a variable name that mark it as a credential.
-const CREDENTIAL_NAMES: &[&str] = &[
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "API_KEY",
-    "APIKEY",
-    "ACCESS_KEY",
-    "PRIVATE_KEY",
-    "CREDENTIAL",
-];
-
-/// Whether a variable's name says it holds a credential (airlock's own
-/// `AIRLOCK_*` settings are not credentials).
-fn names_a_credential(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    !upper.starts_with("AIRLOCK_") && CREDENTIAL_NAMES.iter().any(|part| upper.contains(part))
-}
-
 /// Drops from airlock's own environment every variable whose name marks a
 /// credential (`GITHUB_TOKEN`, `OPENAI_API_KEY`, `PGPASSWORD`, …): a
 /// client that starts airlock often passes its own, and airlock never
@@ -54,37 +34,11 @@ fn names_a_credential(name: &str) -> bool {
 pub fn drop_credentials_from_env() {
     let names: Vec<_> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
-        .filter(|k| names_a_credential(k))
+        .filter(|k| airlock_config::names_a_credential(k))
         .collect();
     for name in names {
         // SAFETY: called first thing in `main`, before the runtime or any
         // other thread exists, so nothing reads the environment meanwhile.
         unsafe { std::env::remove_var(name) };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn credential_names_are_recognised_in_any_case() {
-        for name in [
-            "GITHUB_TOKEN",
-            "openai_api_key",
-            "PGPASSWORD",
-            "AWS_SECRET_ACCESS_KEY",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-        ] {
-            assert!(super::names_a_credential(name), "{name}");
-        }
-        for name in [
-            "PATH",
-            "HOME",
-            "DISPLAY",
-            "DBUS_SESSION_BUS_ADDRESS",
-            "AIRLOCK_HOME",
-            "AIRLOCK_SECRET_STORE",
-        ] {
-            assert!(!super::names_a_credential(name), "{name}");
-        }
     }
 }

@@ -34,8 +34,18 @@ pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
                     path.display()
                 );
             }
-            std::fs::write(path, format!("{header}{toml}"))
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            // Private to the user: a config names sources and secrets.
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            std::io::Write::write_all(
+                &mut options
+                    .open(path)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                format!("{header}{toml}").as_bytes(),
+            )
+            .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("wrote {}", path.display());
             std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
         }

@@ -37,17 +37,16 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         // This hub's own control socket, beside those of other hubs on the
         // same data directory; then what hubs that stopped left in the
         // ledger is closed (never a running hub's).
-        let control = match Control::bind(&data_dir, hub.instance()) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot open the control socket; decisions made elsewhere reach this hub's calls only when they stop waiting");
-                None
-            }
-        };
-        let mut running = control::instances(&data_dir);
-        running.push(hub.instance().to_string());
-        hub.recover_ledger(&running);
-        let own = control.as_ref().map(|c| c.path().to_path_buf());
+        // Without its socket and lock this hub would be invisible to the
+        // others, which would then close its calls: it does not serve.
+        let control = Control::bind(&data_dir, hub.instance()).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot open this hub's control socket in {}: {e}",
+                airlock_gateway::control::hubs_dir(&data_dir).display()
+            )
+        })?;
+        hub.recover_ledger(&control::instances(&data_dir));
+        let own = Some(control.path().to_path_buf());
         crate::channels::attach(&hub, database, store, own).await?;
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));
@@ -60,13 +59,11 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
             )),
             None => None,
         };
-        if let Some(control) = control {
-            let face = face
-                .as_ref()
-                .map_or("stdio".to_string(), |(_, f)| format!("http://{}/mcp", f.addr));
-            let report = report(hub.clone(), face, origin.to_string());
-            tokio::spawn(control.serve(hub.clone(), report));
-        }
+        let face_label = face
+            .as_ref()
+            .map_or("stdio".to_string(), |(_, f)| format!("http://{}/mcp", f.addr));
+        let report = report(hub.clone(), face_label, origin.to_string());
+        tokio::spawn(control.serve(hub.clone(), report));
         // The client is answered at once; sources come up meanwhile, and
         // what became of each is logged when all have had a first try.
         let reporting = hub.clone();

@@ -52,6 +52,21 @@ struct Pending {
     previous: Option<PinnedContract>,
 }
 
+impl Pending {
+    /// What `--approve` names it by: a tool by its exposed name, anything
+    /// else by its review key (`prompt:NAME`, `resource:URI`,
+    /// `template:URI`), so a name never pins two kinds at once.
+    fn approve_name(&self) -> String {
+        match self.kind {
+            "tool" => self.exposed.clone(),
+            _ => {
+                let kind = self.upstream.split(':').next().unwrap_or("");
+                format!("{kind}:{}", self.exposed)
+            }
+        }
+    }
+}
+
 pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     let (config, origin) = home::load_config(config.as_deref())?;
     let dir = home::data_dir()?;
@@ -120,10 +135,17 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
                     .filter_map(|(i, t)| Some((t.uri_template.clone(), catalog.template_text(i)?))),
             );
         for (exposed, text) in texts {
+            // Something to read beyond a name, or something the lint
+            // flags: a person looks at it (a flagged one is withheld until
+            // then, so it must be reviewable).
             let has_text = ["description", "title"]
                 .iter()
-                .any(|f| text.definition[*f].as_str().is_some_and(|s| !s.is_empty()));
-            if !has_text {
+                .any(|f| text.definition[*f].as_str().is_some_and(|s| !s.is_empty()))
+                || text.definition["arguments"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty());
+            let others: Vec<String> = catalog.tools.iter().map(|t| t.name.to_string()).collect();
+            if !has_text && Linter::new(others).check(&text.definition).is_empty() {
                 continue;
             }
             let source = catalog.source_name(text.source).to_string();
@@ -173,7 +195,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         let yes = match &mode {
             Mode::List => false,
             Mode::ApproveAll => true,
-            Mode::Approve(names) => names.iter().any(|n| n == &p.exposed),
+            Mode::Approve(names) => names.iter().any(|n| *n == p.approve_name()),
             Mode::Interactive => ask(&format!("Pin this {} for {}? [y/N] ", p.kind, p.exposed))?,
         };
         if yes {
@@ -200,7 +222,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     if let Mode::Approve(names) = &mode {
         for n in names {
             let is_source = config_sources.iter().any(|s| s == n);
-            if !is_source && !pending.iter().any(|p| &p.exposed == n) {
+            if !is_source && !pending.iter().any(|p| p.approve_name() == *n) {
                 println!("note: {n} is not among the tools that need review");
             }
         }
@@ -273,6 +295,9 @@ fn show(p: &Pending, linter: &Linter) {
         "NEW"
     };
     println!("── {state} {} {}  {}", p.kind, p.exposed, p.digest);
+    if p.kind != "tool" {
+        println!("   (`--approve {}` pins it)", p.approve_name());
+    }
     let (of, fields): (fn(&Value) -> Value, _) = match p.kind {
         "tool" => (contract::contract_of, contract::FIELDS),
         _ => (contract::text_of, contract::TEXT_FIELDS),

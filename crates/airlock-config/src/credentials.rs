@@ -336,3 +336,49 @@ mod tests {
         assert!(check("X", "${secret:bad name}").is_err());
     }
 }
+
+/// Parts of a variable name that mark it as a credential.
+const CREDENTIAL_NAMES: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "API_KEY",
+    "APIKEY",
+    "ACCESS_KEY",
+    "PRIVATE_KEY",
+    "CREDENTIAL",
+];
+
+/// Whether a variable's name says it holds a credential, whatever its
+/// value (airlock's own `AIRLOCK_*` settings are not credentials).
+pub fn names_a_credential(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    !upper.starts_with("AIRLOCK_") && CREDENTIAL_NAMES.iter().any(|part| upper.contains(part))
+}
+
+#[cfg(test)]
+mod credential_names {
+    #[test]
+    fn credential_names_are_recognised_in_any_case() {
+        for name in [
+            "GITHUB_TOKEN",
+            "openai_api_key",
+            "PGPASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ] {
+            assert!(super::names_a_credential(name), "{name}");
+        }
+        for name in [
+            "PATH",
+            "HOME",
+            "DISPLAY",
+            "DBUS_SESSION_BUS_ADDRESS",
+            "AIRLOCK_HOME",
+            "AIRLOCK_SECRET_STORE",
+        ] {
+            assert!(!super::names_a_credential(name), "{name}");
+        }
+    }
+}

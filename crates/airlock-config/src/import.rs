@@ -302,7 +302,15 @@ impl VsCode {
             }
         }
         for (k, v) in server.env.iter_mut() {
-            *v = self.expand(v, &format!("{at}.env.{k}"), Some(inputs))?;
+            let key = format!("{at}.env.{k}");
+            *v = self.expand(v, &key, Some(inputs))?;
+            // A variable named as a credential (from `env`, the envFile or
+            // `${env:…}`) leaves the file whatever its value looks like.
+            if crate::credentials::names_a_credential(k) && !v.contains("${secret:") {
+                let name = secret_name(k);
+                *v = format!("${{secret:{name}}}");
+                inputs.push((name, key));
+            }
         }
         for (k, v) in server.headers.iter_mut() {
             *v = self.expand(v, &format!("{at}.headers.{k}"), Some(inputs))?;
@@ -341,6 +349,17 @@ impl VsCode {
                         ));
                     }
                 },
+                // A credential is never read into the file (airlock also
+                // drops such variables from its own environment).
+                Some(("env", name))
+                    if inputs.is_some() && crate::credentials::names_a_credential(name) =>
+                {
+                    let secret = secret_name(name);
+                    out.push_str(&format!("${{secret:{secret}}}"));
+                    if let Some(inputs) = inputs.as_deref_mut() {
+                        inputs.push((secret, format!("{key} (`${{env:{name}}}`)")));
+                    }
+                }
                 Some(("env", name)) => match std::env::var(name) {
                     Ok(v) => out.push_str(&v),
                     Err(_) => {
@@ -599,7 +618,7 @@ mod tests {
         std::fs::create_dir(&vscode).unwrap();
         std::fs::write(
             dir.path().join(".env"),
-            "# local settings\nexport LOG=debug\nDB_URL=\"postgresql://app@db/app\"\nREGION='eu'\n",
+            "# local settings\nexport LOG=debug\nDB_URL=\"postgresql://app@db/app\"\nREGION='eu'\nDB_PASSWORD=postgres-pw\n",
         )
         .unwrap();
         let file = vscode.join("mcp.json");
@@ -627,6 +646,11 @@ mod tests {
         assert_eq!(env["LOG"], "info", "env wins over the envFile");
         assert_eq!(env["DB_URL"], "postgresql://app@db/app");
         assert_eq!(env["REGION"], "eu");
+        assert_eq!(
+            env["DB_PASSWORD"], "${secret:DB_PASSWORD}",
+            "a weak value is a credential too"
+        );
+        assert!(!toml.contains("postgres-pw"), "{toml}");
         assert!(
             out.secrets_to_store
                 .iter()

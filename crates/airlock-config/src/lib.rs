@@ -23,6 +23,7 @@ mod syntax;
 pub use rules::{compile_glob, compile_regex};
 
 pub use credentials::looks_like_credential;
+pub use credentials::names_a_credential;
 pub use error::ConfigError;
 pub use import::{ClientKind, ImportOutput, import_json};
 pub use model::{

@@ -100,7 +100,10 @@ fn table_header_before(text: &str, offset: usize) -> String {
 /// offset is in a value (`key = <here>`), the key that value belongs to.
 fn key_at(text: &str, offset: usize) -> String {
     let offset = offset.min(text.len());
-    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_start = text
+        .get(..offset)
+        .and_then(|t| t.rfind('\n'))
+        .map_or(0, |i| i + 1);
     let before = text.get(line_start..offset).unwrap_or("");
     match before.rfind('=') {
         Some(eq) => {

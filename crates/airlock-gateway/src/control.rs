@@ -2,8 +2,11 @@
 //! human channels in other processes, reach each other. Every running hub
 //! listens on its own Unix socket, `hubs/<instance>.sock` in the data
 //! directory (the directory 0700, the socket 0600), and removes only its
-//! own when it stops. A socket nobody listens on any more is left by a hub
-//! that died; whoever finds it removes it.
+//! own when it stops. Beside it, `hubs/<instance>.lock` is locked for as
+//! long as the hub runs: that lock, which the kernel drops when the process
+//! dies however it dies, is what says a hub is running (a socket that
+//! refuses a connection for a moment says nothing). Whoever finds a lock
+//! nobody holds removes it and its socket.
 //!
 //! A socket carries wake-ups and questions, never decisions: a decision is
 //! already in the shared ledger when a hub is told of it, and the woken call
@@ -44,6 +47,8 @@ pub fn hubs_dir(data_dir: &Path) -> PathBuf {
 /// One hub's socket, bound; the file goes when this is dropped.
 pub struct Control {
     path: PathBuf,
+    /// Held locked while the hub runs.
+    lock: (PathBuf, std::fs::File),
     #[cfg(unix)]
     listener: tokio::net::UnixListener,
 }
@@ -59,6 +64,18 @@ impl Control {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
+        let lock_path = dir.join(format!("{instance}.lock"));
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        lock.try_lock().map_err(|e| {
+            std::io::Error::other(format!(
+                "{} is locked by another hub: {e}",
+                lock_path.display()
+            ))
+        })?;
         let path = dir.join(format!("{instance}.sock"));
         // A file of this name can only be a dead hub's: instances are unique.
         let _ = std::fs::remove_file(&path);
@@ -67,14 +84,22 @@ impl Control {
         listener.set_nonblocking(true)?;
         Ok(Control {
             path,
+            lock: (lock_path, lock),
             listener: tokio::net::UnixListener::from_std(listener)?,
         })
     }
 
     #[cfg(not(unix))]
     pub fn bind(data_dir: &Path, instance: &str) -> std::io::Result<Control> {
+        let dir = hubs_dir(data_dir);
+        std::fs::create_dir_all(&dir)?;
+        let lock_path = dir.join(format!("{instance}.lock"));
+        let lock = std::fs::File::create(&lock_path)?;
+        lock.try_lock()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(Control {
-            path: hubs_dir(data_dir).join(format!("{instance}.sock")),
+            path: dir.join(format!("{instance}.sock")),
+            lock: (lock_path, lock),
         })
     }
 
@@ -92,7 +117,15 @@ impl Control {
                 a = self.listener.accept() => a,
                 _ = hub.shutdown().cancelled() => break,
             };
-            let Ok((stream, _)) = accepted else { continue };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors and the like: back off, do not spin.
+                    tracing::warn!(error = %e, "accepting on the control socket failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
             let (hub, report) = (hub.clone(), report.clone());
             tokio::spawn(async move {
                 let (read, mut write) = stream.into_split();
@@ -135,32 +168,57 @@ impl Control {
 impl Drop for Control {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(&self.lock.0);
     }
 }
 
-/// The sockets of the hubs running on `data_dir`, connected, with their
-/// paths. Sockets of hubs that died are removed on the way.
-#[cfg(unix)]
-fn running(data_dir: &Path) -> Vec<(PathBuf, std::os::unix::net::UnixStream)> {
-    let Ok(entries) = std::fs::read_dir(hubs_dir(data_dir)) else {
+/// The instances of the hubs running on `data_dir`: those whose lock is
+/// held. What a dead hub left (its lock and socket) is removed.
+fn live_instances(data_dir: &Path) -> Vec<String> {
+    let dir = hubs_dir(data_dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
     let mut live = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.extension().is_none_or(|e| e != "sock") {
+        if path.extension().is_none_or(|e| e != "lock") {
             continue;
         }
-        match std::os::unix::net::UnixStream::connect(&path) {
-            Ok(stream) => live.push((path, stream)),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+        let Some(instance) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+            // Cannot tell: count it as running, never close its calls.
+            live.push(instance);
+            continue;
+        };
+        match file.try_lock() {
+            Ok(()) => {
+                let _ = std::fs::remove_file(dir.join(format!("{instance}.sock")));
                 let _ = std::fs::remove_file(&path);
             }
-            Err(_) => {}
+            Err(std::fs::TryLockError::WouldBlock) => live.push(instance),
+            // Cannot tell: count it as running.
+            Err(std::fs::TryLockError::Error(_)) => live.push(instance),
         }
     }
-    live.sort_by(|a, b| a.0.cmp(&b.0));
+    live.sort();
     live
+}
+
+/// The sockets of the hubs running on `data_dir`, connected, with their
+/// paths (a running hub whose socket cannot be reached is left out).
+#[cfg(unix)]
+fn running(data_dir: &Path) -> Vec<(PathBuf, std::os::unix::net::UnixStream)> {
+    live_instances(data_dir)
+        .into_iter()
+        .filter_map(|instance| {
+            let path = hubs_dir(data_dir).join(format!("{instance}.sock"));
+            let stream = std::os::unix::net::UnixStream::connect(&path).ok()?;
+            Some((path, stream))
+        })
+        .collect()
 }
 
 /// Sends `line` to one hub and reads its one-line answer.
@@ -214,14 +272,10 @@ pub fn reports(data_dir: &Path) -> Vec<HubReport> {
         .collect()
 }
 
-/// The instances of the hubs running on `data_dir`, from their sockets'
-/// names (without asking them anything).
-#[cfg(unix)]
+/// The instances of the hubs running on `data_dir` (by their locks,
+/// without asking them anything).
 pub fn instances(data_dir: &Path) -> Vec<String> {
-    running(data_dir)
-        .into_iter()
-        .filter_map(|(p, _)| Some(p.file_stem()?.to_string_lossy().into_owned()))
-        .collect()
+    live_instances(data_dir)
 }
 
 #[cfg(not(unix))]
@@ -236,10 +290,5 @@ pub fn page_link(_data_dir: &Path) -> Option<String> {
 
 #[cfg(not(unix))]
 pub fn reports(_data_dir: &Path) -> Vec<HubReport> {
-    Vec::new()
-}
-
-#[cfg(not(unix))]
-pub fn instances(_data_dir: &Path) -> Vec<String> {
     Vec::new()
 }

@@ -27,12 +27,19 @@ use crate::versions;
 pub struct Session {
     hub: Arc<Hub>,
     id: SessionId,
+    /// The client sent `initialize`: it has a session (a 2026-07-28
+    /// client's stateless requests never do).
+    initialized: std::sync::atomic::AtomicBool,
 }
 
 impl Session {
     pub fn new(hub: Arc<Hub>) -> Session {
         let id = hub.clients.new_id();
-        Session { hub, id }
+        Session {
+            hub,
+            id,
+            initialized: Default::default(),
+        }
     }
 
     fn remember(&self, context: &RequestContext<RoleServer>) {
@@ -146,6 +153,8 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
+        self.initialized
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         // Sources come up in the background; a moment for the quick ones,
         // so the first answer is complete where it can be, never a wait
         // for a source that hangs. Registered after it: the lists this
@@ -182,9 +191,11 @@ impl ServerHandler for Session {
             progress: context.meta.get_progress_token(),
             capabilities: context.client_capabilities(),
             modern,
-            run: match modern {
-                true => RunKey::client(context.client_info().as_ref()),
-                false => RunKey::Session(self.id),
+            // A client that initialized has a session, whatever version
+            // a request claims; only one without is keyed by its name.
+            run: match self.initialized.load(std::sync::atomic::Ordering::Relaxed) {
+                true => Some(RunKey::Session(self.id)),
+                false => RunKey::client(context.client_info().as_ref()),
             },
             params,
             session: self.id,

@@ -131,15 +131,18 @@ pub(crate) enum RunKey {
     Session(SessionId),
     /// A 2026-07-28 client, which has no session (each HTTP request stands
     /// alone): the run is the client program as it names itself in the
-    /// request's `clientInfo` (empty when it sends none), on this hub,
-    /// bounded by the grant's time and calls.
-    Client(String),
+    /// request's `clientInfo` (name, version), on this hub, bounded by the
+    /// grant's time and calls. The name is the client's word, not proof:
+    /// every holder of the user's token is the user.
+    Client(String, String),
 }
 
 impl RunKey {
-    /// The run of a 2026-07-28 client that declared `info` (or nothing).
-    pub(crate) fn client(info: Option<&rmcp::model::Implementation>) -> RunKey {
-        RunKey::Client(info.map_or_else(String::new, |i| format!("{}@{}", i.name, i.version)))
+    /// The run of a client without a session that declared `info`; none
+    /// when it names no program (its "allow for this run" allows once).
+    pub(crate) fn client(info: Option<&rmcp::model::Implementation>) -> Option<RunKey> {
+        info.filter(|i| !i.name.is_empty())
+            .map(|i| RunKey::Client(i.name.clone(), i.version.clone()))
     }
 }
 
@@ -270,29 +273,17 @@ mod tests {
     #[test]
     fn a_sessionless_clients_run_is_its_declared_name_and_outlives_requests() {
         use rmcp::model::Implementation;
+        let named = |n: &str, v: &str| RunKey::client(Some(&Implementation::new(n, v))).unwrap();
         let g = RunGrants::new(Duration::from_secs(60), 100);
-        let agent = RunKey::client(Some(&Implementation::new("agent", "1.0")));
-        g.grant(&agent, "t", "d");
+        g.grant(&named("agent", "1.0"), "t", "d");
         // Each 2026-07-28 HTTP request is a session of its own that ends
         // with the request; the run does not.
         g.forget_session(7);
-        assert!(
-            g.spend(
-                &RunKey::client(Some(&Implementation::new("agent", "1.0"))),
-                "t",
-                "d"
-            )
-            .is_some()
-        );
-        assert!(
-            g.spend(
-                &RunKey::client(Some(&Implementation::new("other", "1.0"))),
-                "t",
-                "d"
-            )
-            .is_none()
-        );
-        assert!(g.spend(&RunKey::client(None), "t", "d").is_none());
+        assert!(g.spend(&named("agent", "1.0"), "t", "d").is_some());
+        assert!(g.spend(&named("other", "1.0"), "t", "d").is_none());
+        assert!(g.spend(&named("agent@1.0", ""), "t", "d").is_none());
         assert!(g.spend(&RunKey::Session(7), "t", "d").is_none());
+        assert!(RunKey::client(None).is_none(), "no name, no run");
+        assert!(RunKey::client(Some(&Implementation::new("", "1"))).is_none());
     }
 }

@@ -379,10 +379,12 @@ impl View {
             text.key.clone(),
         );
         match self.reviewed.digests.get(&key) {
-            Some(digest) if *digest == text.digest => Shown::Current,
+            // Reviewed (changed since or not): served as it was reviewed,
+            // so nothing outside the reviewed fields (`_meta`, icons)
+            // reaches the client unreviewed.
             Some(_) => match self.reviewed.definitions.get(&key) {
                 Some(reviewed) => Shown::Reviewed(reviewed.clone()),
-                None => Shown::Withheld(vec!["it changed since it was reviewed".into()]),
+                None => Shown::Withheld(vec!["its reviewed definition cannot be read".into()]),
             },
             None => {
                 let findings = crate::review::lint_new(&self.catalog, name, &text.definition);
@@ -472,7 +474,8 @@ fn with_note(mut tool: rmcp::model::Tool, note: &str) -> rmcp::model::Tool {
 
 /// What a client is shown of one prompt, resource or template.
 enum Shown {
-    /// As the source lists it now.
+    /// As the source lists it now (never reviewed, and its text passes
+    /// the lint).
     Current,
     /// As a person reviewed it (it changed since).
     Reviewed(Value),

@@ -31,11 +31,11 @@ pub(crate) async fn ask(
     decision: &Decision,
 ) -> Admission {
     // A person already allowed this tool, as it is now, for this session.
-    if let Some(grant) =
+    if let Some(grant) = call.run.as_ref().and_then(|run| {
         desk.approvals
             .run_grants
-            .spend(&call.run, &call.params.name, &target.contract_digest)
-    {
+            .spend(run, &call.params.name, &target.contract_digest)
+    }) {
         if let Err(e) = audit.approval("allowed for this run", "", "an earlier approval") {
             return Admission::Refused(Outcome::Failed(format!(
                 "the decision could not be recorded ({e}), so the call did not run"

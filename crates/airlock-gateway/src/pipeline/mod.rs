@@ -50,8 +50,9 @@ pub(crate) struct ToolCall {
     pub id: u64,
     pub params: CallToolRequestParams,
     pub session: SessionId,
-    /// What "allow for this run" covers for this client.
-    pub run: RunKey,
+    /// What "allow for this run" covers for this client; none for a
+    /// sessionless client that names no program.
+    pub run: Option<RunKey>,
     pub peer: Peer<RoleServer>,
     pub progress: Option<ProgressToken>,
     /// What the client declared it can do (elicitation, sampling, roots).

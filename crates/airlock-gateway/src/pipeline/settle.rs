@@ -124,12 +124,15 @@ pub(crate) fn settle(
         }
     };
     let what = match choice {
-        Choice::AllowForRun => {
-            desk.approvals
-                .run_grants
-                .grant(&call.run, &call.params.name, &contract);
-            "approved for this run"
-        }
+        Choice::AllowForRun => match &call.run {
+            Some(run) => {
+                desk.approvals
+                    .run_grants
+                    .grant(run, &call.params.name, &contract);
+                "approved for this run"
+            }
+            None => "approved once (the client names no program, so there is no run to allow)",
+        },
         Choice::AllowAlways => {
             desk.policy.forget_cached_reviews();
             "approved always"
