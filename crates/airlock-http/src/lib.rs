@@ -1,9 +1,10 @@
 //! HTTP/1.1 connections of airlock's listeners (the Streamable HTTP face
-//! and the approval page), served with budgets a peer cannot stretch: the request head must arrive within [`HEAD_TIMEOUT`]
-//! (a connection that opens and sends nothing, or sends half a head, is
-//! closed), at most [`MAX_CONNECTIONS`] are open at once (one beyond is
-//! closed on accept), and Nagle is off so the last chunk of each response
-//! leaves at once.
+//! and the approval page), served with budgets a peer cannot stretch: the
+//! request head must arrive within [`HEAD_TIMEOUT`] (a connection that
+//! opens and sends nothing, or sends half a head, is closed), a request
+//! body may not pause for more than [`BODY_TIMEOUT`], at most
+//! [`MAX_CONNECTIONS`] are open at once (one beyond is closed on accept),
+//! and Nagle is off so the last chunk of each response leaves at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 /// How long a client has to send a request's head, from when the server
 /// starts reading it (at connect, and between keep-alive requests).
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request body may go without sending anything.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections open at once on one listener.
 pub const MAX_CONNECTIONS: usize = 512;
 /// How long open connections get to finish when the listener stops.
@@ -28,6 +31,15 @@ pub async fn serve(
     router: axum::Router,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
+    // A body that stops arriving fails the request, so a peer cannot hold
+    // a connection (and a handler) by sending its body slowly.
+    let router = router.layer(axum::middleware::map_request(
+        |request: axum::extract::Request| async move {
+            request.map(|body| {
+                axum::body::Body::new(tower_http::timeout::TimeoutBody::new(BODY_TIMEOUT, body))
+            })
+        },
+    ));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open = tokio::task::JoinSet::new();
     loop {

@@ -649,6 +649,39 @@ async fn the_browser_is_started_without_the_clients_credentials() {
     assert!(!env.contains("planted-credential"), "{env}");
 }
 
+/// A request whose body stops arriving is ended, not waited on: a local
+/// user cannot hold the page's handlers with slow bodies.
+#[tokio::test]
+async fn a_page_request_whose_body_stalls_is_ended() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let scratch = Scratch::new();
+    let (_client, _waiting, _id) = one_waiting(&scratch, "").await;
+    let link = page_link(&scratch).await;
+    let addr = link
+        .split("/open/")
+        .next()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(
+        format!("POST /api/decide HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"id\"").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let limit = airlock_http::BODY_TIMEOUT + std::time::Duration::from_secs(10);
+    let mut buf = [0u8; 256];
+    let answered = tokio::time::timeout(limit, s.read(&mut buf))
+        .await
+        .expect("the stalled request was ended within the body timeout");
+    if let Ok(n) = answered
+        && n > 0
+    {
+        let head = String::from_utf8_lossy(&buf[..n]);
+        assert!(!head.starts_with("HTTP/1.1 2"), "{head}");
+    }
+}
+
 /// The page's connections have the face's budgets: a head timeout and a
 /// cap; once the idle ones are gone, the page answers again.
 #[tokio::test]
