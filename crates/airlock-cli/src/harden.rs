@@ -42,3 +42,27 @@ pub fn drop_credentials_from_env() {
         unsafe { std::env::remove_var(name) };
     }
 }
+
+/// Raises the open-file limit to the most the system allows this user: the
+/// HTTP face and the approval page each keep up to 512 connections, beside
+/// the sources' pipes and the store, and a default soft limit of 1024 would
+/// let a full face starve the rest.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit take a plain struct this function owns.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+pub fn raise_open_file_limit() {}

@@ -204,6 +204,7 @@ enum AuditCommand {
 fn main() -> ExitCode {
     harden::drop_credentials_from_env();
     harden::not_dumpable();
+    harden::raise_open_file_limit();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { config, http } => serve::run(config, http),

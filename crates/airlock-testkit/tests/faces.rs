@@ -723,3 +723,51 @@ async fn half_open_http_connections_are_closed_and_capped() {
         .unwrap();
     assert!(ok.status().is_success(), "{}", ok.status());
 }
+
+/// Started with a low soft limit on open files (a common default), the
+/// hub raises it to the hard limit, so its listeners' connection caps fit.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_hub_raises_its_open_file_limit() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(DEMO).await;
+    let airlock = airlock_testkit::bin("airlock");
+    let mut hub = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -Sn 256 && exec \"$0\" serve --config \"$1\"")
+        .arg(&airlock)
+        .arg(&config)
+        .env("AIRLOCK_HOME", scratch.home())
+        .env("AIRLOCK_NO_BROWSER", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = hub.id().unwrap();
+    let mut line = String::new();
+    for _ in 0..100 {
+        // Until the shell has become airlock, its limits say nothing.
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains("serve") {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            continue;
+        }
+        // And until airlock has started its runtime, neither do its own.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+        line = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap_or_default()
+            .to_string();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() >= 5 && fields[3] == fields[4] && fields[3] != "256" {
+            hub.kill().await.unwrap();
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the soft limit was not raised: {line}");
+}
