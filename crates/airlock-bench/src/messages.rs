@@ -12,9 +12,18 @@ use airlock_secrets::Scrubber;
 pub struct MessagesReport {
     pub bytes: usize,
     pub memmem_gb_per_s: f64,
+    /// One scan of the serialized message: every message's check.
+    pub scan_gb_per_s: f64,
+    /// Serializing the message and scanning it, as the hub does on arrival.
+    pub serialize_scan_gb_per_s: f64,
+    /// Taking a message apart string by string (a message that holds one).
     pub scrub_json_gb_per_s: f64,
-    pub text_gb_per_s: f64,
+    pub text_bytes: usize,
+    pub text_lines: usize,
+    pub text_memmem_gb_per_s: f64,
     pub envelope_gb_per_s: f64,
+    /// The envelope over the compact message: a result of few lines.
+    pub envelope_compact_gb_per_s: f64,
     pub token_check_ns: f64,
     pub header_lookup_ns: f64,
 }
@@ -46,48 +55,95 @@ fn secrets() -> Vec<String> {
         .collect()
 }
 
-fn gb_per_s(bytes: usize, rounds: usize, t: Instant) -> f64 {
-    (bytes * rounds) as f64 / t.elapsed().as_secs_f64() / 1e9
+/// Each pass's best of seven runs of `rounds` passes over `bytes` bytes, in
+/// GB/s, the passes taking turns so that a slow spell of the machine falls
+/// on all of them alike (noise only ever slows a run down).
+fn best_gb_per_s<const N: usize>(
+    bytes: usize,
+    rounds: usize,
+    mut passes: [&mut dyn FnMut(); N],
+) -> [f64; N] {
+    let mut best = [0.0f64; N];
+    for _ in 0..7 {
+        for (k, pass) in passes.iter_mut().enumerate() {
+            let t = Instant::now();
+            for _ in 0..rounds {
+                pass();
+            }
+            let rate = (bytes * rounds) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            best[k] = best[k].max(rate);
+        }
+    }
+    best
 }
 
 pub fn run() -> MessagesReport {
     let msg = message();
     let bytes = serde_json::to_vec(&msg).expect("serializes");
-    let text = String::from_utf8(bytes.clone()).expect("utf-8");
     let needle = memchr::memmem::Finder::new(b"sk_live_9999_not_there");
     let scrubber = Scrubber::new(&secrets());
-    let rounds = 20;
+    let n = bytes.len();
 
-    let t = Instant::now();
-    for _ in 0..rounds {
-        black_box(needle.find(black_box(&bytes)));
-    }
-    let memmem = gb_per_s(bytes.len(), rounds, t);
-
-    let t = Instant::now();
-    for _ in 0..rounds {
-        let mut m = msg.clone();
-        scrubber.scrub_json(&mut m);
-        black_box(m);
-    }
+    let [memmem, scan] = best_gb_per_s(
+        n,
+        400,
+        [
+            &mut || {
+                black_box(needle.find(black_box(&bytes)));
+            },
+            &mut || {
+                black_box(scrubber.finds_in_serialized(black_box(&bytes)));
+            },
+        ],
+    );
+    let [serialize_scan] = best_gb_per_s(
+        n,
+        20,
+        [&mut || {
+            let out = serde_json::to_vec(black_box(&msg)).expect("serializes");
+            black_box(scrubber.finds_in_serialized(&out));
+        }],
+    );
     // Measured over the serialized size, clone included (the hub scrubs a
     // message it owns; the clone is the bench's, and counted against it).
-    let scrub_json = gb_per_s(bytes.len(), rounds, t);
+    let [scrub_json] = best_gb_per_s(
+        n,
+        4,
+        [&mut || {
+            let mut m = msg.clone();
+            scrubber.scrub_json(&mut m);
+            black_box(m);
+        }],
+    );
 
-    let t = Instant::now();
-    for _ in 0..rounds {
-        black_box(scrubber.scrub(black_box(&text)));
-    }
-    let scrub_text = gb_per_s(bytes.len(), rounds, t);
+    let nonce = airlock_gateway::quote::nonce();
+    let compact = std::str::from_utf8(&bytes).expect("utf-8");
+    let [envelope_compact] = best_gb_per_s(
+        n,
+        200,
+        [&mut || {
+            black_box(airlock_gateway::quote::neutralise(
+                black_box(compact),
+                &nonce,
+            ));
+        }],
+    );
 
-    let t = Instant::now();
-    for _ in 0..rounds {
-        black_box(airlock_gateway::quote::neutralise(
-            black_box(&text),
-            "0123456789abcdef0123456789abcdef",
-        ));
-    }
-    let envelope = gb_per_s(bytes.len(), rounds, t);
+    // The envelope over a text result with lines: the message printed
+    // pretty, as a tool returning JSON would.
+    let text = serde_json::to_string_pretty(&msg).expect("serializes");
+    let [text_memmem, envelope] = best_gb_per_s(
+        text.len(),
+        100,
+        [
+            &mut || {
+                black_box(needle.find(black_box(text.as_bytes())));
+            },
+            &mut || {
+                black_box(airlock_gateway::quote::neutralise(black_box(&text), &nonce));
+            },
+        ],
+    );
 
     let token = "airlock_".to_string() + &"ab".repeat(32);
     let mut headers = axum::http::HeaderMap::new();
@@ -112,11 +168,16 @@ pub fn run() -> MessagesReport {
     let lookup_ns = t.elapsed().as_nanos() as f64 / n as f64;
 
     MessagesReport {
-        bytes: bytes.len(),
+        bytes: n,
         memmem_gb_per_s: memmem,
+        scan_gb_per_s: scan,
+        serialize_scan_gb_per_s: serialize_scan,
         scrub_json_gb_per_s: scrub_json,
-        text_gb_per_s: scrub_text,
+        text_bytes: text.len(),
+        text_lines: text.lines().count(),
+        text_memmem_gb_per_s: text_memmem,
         envelope_gb_per_s: envelope,
+        envelope_compact_gb_per_s: envelope_compact,
         token_check_ns: check_ns,
         header_lookup_ns: lookup_ns,
     }
@@ -125,27 +186,46 @@ pub fn run() -> MessagesReport {
 /// The report's section.
 pub fn render(r: &MessagesReport) -> String {
     let ratio = |x: f64| x / r.memmem_gb_per_s;
+    let target = |x: f64| if x >= 0.5 { "met" } else { "not met" };
     format!(
         "### Every message: scrubbing, the envelope, the token\n\n\
-         A {:.1} MiB tools/list-like message (2,000 tools) with 100 registered secrets (600 forms), \
-         each pass against one `memchr::memmem` search for a single needle over the same bytes in the same run \
-         (absolute GB/s moves about 2× between machines of the same kind; the ratio is the number to compare).\n\n\
-         | pass | GB/s | ratio to memmem |\n| --- | ---: | ---: |\n\
-         | memmem, one needle (baseline) | {:.2} | 1.00 |\n\
-         | scrub the serialized text (results) | {:.2} | {:.2} |\n\
-         | scrub every string of the JSON value, keys included (clone counted) | {:.2} | {:.2} |\n\
-         | envelope: neutralise the text | {:.2} | {:.2} |\n\n\
+         A {:.1} MiB tools/list-like message (2,000 tools) with 100 registered secrets ({} forms), \
+         each pass against one `memchr::memmem` search for a single needle over the same bytes in the same run, \
+         the best of seven runs each, taking turns (absolute GB/s moves about 2× between machines of the same kind; \
+         the ratio is the number to compare). Target: 0.5 of the memmem scan.\n\n\
+         | pass | GB/s | ratio to memmem | target 0.5 |\n| --- | ---: | ---: | --- |\n\
+         | memmem, one needle (baseline) | {:.2} | 1.00 | |\n\
+         | scrubber: scan of the whole serialized message, every form of every secret | {:.2} | {:.2} | {} |\n\
+         | serialize the message, then scan it (what the hub does with each message on arrival) | {:.2} | {:.2} | |\n\
+         | take a message apart string by string, keys included (only one that holds a secret; clone counted) | {:.2} | {:.3} | |\n\
+         | envelope over the message as one text result (one line) | {:.2} | {:.2} | {} |\n\n\
+         The envelope over a {:.1} MiB text result with lines (the message printed pretty):\n\n\
+         | pass | GB/s | ratio to memmem | target 0.5 |\n| --- | ---: | ---: | --- |\n\
+         | memmem, one needle (baseline) | {:.2} | 1.00 | |\n\
+         | envelope over the text, {} lines of {:.0} bytes on average | {:.2} | {:.2} | {} |\n\n\
          | per request | ns |\n| --- | ---: |\n\
          | HTTP face token check (`Authorization: Bearer`, constant time) | {:.0} |\n\
          | a plain `Authorization` header lookup | {:.0} |\n",
         r.bytes as f64 / (1 << 20) as f64,
+        Scrubber::new(&secrets()).pattern_count(),
         r.memmem_gb_per_s,
-        r.text_gb_per_s,
-        ratio(r.text_gb_per_s),
+        r.scan_gb_per_s,
+        ratio(r.scan_gb_per_s),
+        target(ratio(r.scan_gb_per_s)),
+        r.serialize_scan_gb_per_s,
+        ratio(r.serialize_scan_gb_per_s),
         r.scrub_json_gb_per_s,
         ratio(r.scrub_json_gb_per_s),
+        r.envelope_compact_gb_per_s,
+        ratio(r.envelope_compact_gb_per_s),
+        target(ratio(r.envelope_compact_gb_per_s)),
+        r.text_bytes as f64 / (1 << 20) as f64,
+        r.text_memmem_gb_per_s,
+        r.text_lines,
+        r.text_bytes as f64 / r.text_lines as f64,
         r.envelope_gb_per_s,
-        ratio(r.envelope_gb_per_s),
+        r.envelope_gb_per_s / r.text_memmem_gb_per_s,
+        target(r.envelope_gb_per_s / r.text_memmem_gb_per_s),
         r.token_check_ns,
         r.header_lookup_ns,
     )

@@ -323,6 +323,29 @@ impl Catalog {
         self.template_texts.get(i)
     }
 
+    /// The listed resource or template whose text governs `uri`, with the
+    /// name a client knows it by (its URI or URI template): the resource
+    /// listed with exactly that URI, else the template whose literal prefix
+    /// is the longest match (the one routing follows).
+    pub fn resource_text_for(&self, uri: &str) -> Option<(&str, &Text)> {
+        if let Some(i) = self.resources.iter().position(|r| r.uri == uri) {
+            return self
+                .resource_texts
+                .get(i)
+                .map(|t| (self.resources[i].uri.as_str(), t));
+        }
+        let (k, _) = self
+            .template_prefixes
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| !p.is_empty() && uri.starts_with(p.as_str()))
+            .max_by_key(|(_, (p, _))| p.len())?;
+        let template = self.resource_templates.get(k)?;
+        self.template_texts
+            .get(k)
+            .map(|t| (template.uri_template.as_str(), t))
+    }
+
     /// The source serving `uri`: an exact listed URI first, then the one
     /// source whose template's literal prefix is the longest match.
     pub fn resource(&self, uri: &str) -> UriRoute {

@@ -11,9 +11,10 @@
 //! `### Assistant:`) and code fences. The text stays readable; only those
 //! spellings change.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, Anchored, Input, MatchKind, StartKind};
 
 /// What opens and closes a block; followed by the call's nonce.
 const MARKER: &str = "«quoted-";
@@ -54,13 +55,17 @@ static TURNS: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::LeftmostLongest)
+        .start_kind(StartKind::Both)
         .build(TURN_MARKERS.iter().map(|(m, _)| m))
         .expect("the turn markers compile")
 });
 
 /// A fresh nonce for one call (128 random bits).
-pub(crate) fn nonce() -> String {
-    airlock_common::random::hex::<16>()
+///
+/// It opens with `q`, one of the bytes the body's scan stops at anyway, so
+/// that looking for the nonce in the body costs no pass of its own.
+pub fn nonce() -> String {
+    format!("q{}", airlock_common::random::hex::<16>())
 }
 
 /// `text` from `source`, quoted for the model under `nonce`.
@@ -90,44 +95,218 @@ pub(crate) fn result(source: &str, result: &mut rmcp::model::CallToolResult) {
     }
 }
 
+/// Every text content of a resource read wrapped, one nonce for the read.
+pub(crate) fn resource(source: &str, response: &mut rmcp::model::ReadResourceResponse) {
+    use rmcp::model::{ReadResourceResponse, ResourceContents};
+    let ReadResourceResponse::Complete(result) = response else {
+        return;
+    };
+    let nonce = nonce();
+    for contents in &mut result.contents {
+        if let ResourceContents::TextResourceContents { text, .. } = contents {
+            *text = wrap(source, text, &nonce);
+        }
+    }
+}
+
 /// The body of a block: every spelling that could pass for a delimiter or
 /// a speaker changed, the rest untouched.
-pub fn neutralise(text: &str, nonce: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
-    // Every character a renderer or a model may take as a line break
-    // starts a line here too (\r, NEL, LS, PS, VT, FF).
-    for (i, line) in text.split(is_line_break).enumerate() {
-        if i > 0 {
-            out.push('\n');
+///
+/// One pass: a SIMD search for the few bytes that can begin a line break or
+/// a turn marker, with the text between them copied as it is. At each line
+/// start the line's opening is checked for a role, a heading or a fence.
+pub fn neutralise<'t>(text: &'t str, nonce: &str) -> Cow<'t, str> {
+    let bytes = text.as_bytes();
+    // Allocated at the first change: most text has none.
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut line = 0;
+    let mut at = 0;
+    // Whether the nonce appears; looked for at stops when it opens with a
+    // stop byte (ours do), else in a pass of its own at the end.
+    let nonce_at_stops = nonce.as_bytes().first().is_some_and(|b| STOPS.contains(b));
+    let mut nonce_found = false;
+    loop {
+        // `line` starts a line: open it.
+        match opening(text, line) {
+            Opening::Plain => {}
+            Opening::Role => {
+                reserve(&mut out, text);
+                out.push_str(&text[copied..line]);
+                out.push_str("> ");
+                copied = line;
+            }
+            Opening::Escape { indent } => {
+                reserve(&mut out, text);
+                out.push_str(&text[copied..line + indent]);
+                out.push('\\');
+                copied = line + indent;
+            }
         }
-        let trimmed = line.trim_start_matches(is_blank);
-        let indent = &line[..line.len() - trimmed.len()];
-        // Emphasis, list and quote marks do not hide a role either.
-        let bare = trimmed.trim_start_matches(|c: char| "#*_->+`~|".contains(c) || is_blank(c));
-        let lower_starts =
-            |word: &str| bare.len() >= word.len() && bare[..word.len()].eq_ignore_ascii_case(word);
-        if ROLES
-            .iter()
-            .any(|r| bare.is_char_boundary(r.len()) && lower_starts(r))
-        {
-            out.push_str("> ");
-        } else if trimmed.starts_with('#')
-            || trimmed.starts_with("```")
-            || trimmed.starts_with("~~~")
-        {
-            // A heading or a fence at line start, escaped as markdown.
-            out.push_str(indent);
-            out.push('\\');
-            push_turns(&mut out, trimmed);
-            continue;
+        // Up to the next line break, turn markers.
+        let next_line = loop {
+            let Some(i) = next_stop(bytes, at) else {
+                break None;
+            };
+            if let Some(len) = line_break_at(text, i) {
+                if bytes[i] != b'\n' {
+                    // Every character a renderer or a model may take as a
+                    // line break (\r, NEL, LS, PS, VT, FF) becomes one.
+                    reserve(&mut out, text);
+                    out.push_str(&text[copied..i]);
+                    out.push('\n');
+                    copied = i + len;
+                }
+                break Some(i + len);
+            }
+            nonce_found |= nonce_at_stops && bytes[i..].starts_with(nonce.as_bytes());
+            match TURNS.find(Input::new(bytes).range(i..).anchored(Anchored::Yes)) {
+                Some(m) => {
+                    reserve(&mut out, text);
+                    out.push_str(&text[copied..i]);
+                    out.push_str(TURN_MARKERS[m.pattern().as_usize()].1);
+                    copied = m.end();
+                    at = m.end();
+                }
+                None => at = i + 1,
+            }
+        };
+        match next_line {
+            Some(start) => {
+                line = start;
+                at = start;
+            }
+            None => break,
         }
-        push_turns(&mut out, line);
     }
-    if !nonce.is_empty() && out.contains(nonce) {
-        out = out.replace(nonce, "[nonce]");
+    let body = if out.capacity() == 0 {
+        Cow::Borrowed(text)
+    } else {
+        out.push_str(&text[copied..]);
+        Cow::Owned(out)
+    };
+    let nonce_found = nonce_found
+        || (!nonce_at_stops
+            && !nonce.is_empty()
+            && airlock_secrets::Needles::new(&[nonce])
+                .find(body.as_bytes())
+                .is_some());
+    if nonce_found {
+        Cow::Owned(body.replace(nonce, "[nonce]"))
+    } else {
+        body
     }
-    out
 }
+
+fn reserve(out: &mut String, text: &str) {
+    if out.capacity() == 0 {
+        out.reserve(text.len() + 16);
+    }
+}
+
+/// The bytes that can begin a line break (`\n`, `\r`, VT, FF, and the
+/// lead bytes of NEL, LS and PS) or a turn marker.
+///
+/// The order matters for speed only: Teddy groups bytes that share a low
+/// nibble into one bucket, and these six groups, led by the first six
+/// bytes, each get a bucket of their own, so no other byte stops the scan.
+const STOPS: &[u8] = b"\n\r\x0b\x0c\xc2q\xe2<|[Q";
+
+static STOP_SEARCH: LazyLock<Option<aho_corasick::packed::Searcher>> =
+    LazyLock::new(|| aho_corasick::packed::Searcher::new(STOPS.iter().map(std::slice::from_ref)));
+
+fn next_stop(bytes: &[u8], at: usize) -> Option<usize> {
+    match &*STOP_SEARCH {
+        Some(search) => search
+            .find_in(bytes, aho_corasick::Span::from(at..bytes.len()))
+            .map(|m| m.start()),
+        // No SIMD searcher on this CPU: byte by byte.
+        None => bytes[at..]
+            .iter()
+            .position(|b| STOPS.contains(b))
+            .map(|k| at + k),
+    }
+}
+
+/// The length of the line break at `i`, if one is there.
+fn line_break_at(text: &str, i: usize) -> Option<usize> {
+    text[i..]
+        .chars()
+        .next()
+        .filter(|&c| is_line_break(c))
+        .map(char::len_utf8)
+}
+
+/// How a line opens, as far as the envelope cares.
+enum Opening {
+    Plain,
+    /// It claims a speaker: quoted with `> `.
+    Role,
+    /// A heading or a fence: escaped as markdown, `\` after the indent.
+    Escape {
+        indent: usize,
+    },
+}
+
+fn opening(text: &str, start: usize) -> Opening {
+    // Most lines open with a byte that begins nothing checked here: after
+    // ASCII indentation, one table look-up settles them.
+    let first = text.as_bytes()[start..]
+        .iter()
+        .find(|&&b| b != b' ' && b != b'\t');
+    if first.is_some_and(|&b| b < 0x80 && PLAIN_OPENING[b as usize]) {
+        return Opening::Plain;
+    }
+    let line = &text[start..];
+    let trimmed = line.trim_start_matches(|c| is_blank(c) && !is_line_break(c));
+    // Emphasis, list and quote marks do not hide a role either.
+    let bare = trimmed
+        .trim_start_matches(|c: char| MARKS.contains(c) || (is_blank(c) && !is_line_break(c)));
+    let starts = |word: &str| {
+        bare.get(..word.len())
+            .is_some_and(|b| b.eq_ignore_ascii_case(word))
+    };
+    if ROLES.iter().any(|r| starts(r)) {
+        Opening::Role
+    } else if trimmed.starts_with('#') || trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+        Opening::Escape {
+            indent: line.len() - trimmed.len(),
+        }
+    } else {
+        Opening::Plain
+    }
+}
+
+/// What a line may mark itself with before a role: emphasis, lists,
+/// quotes, headings, fences.
+const MARKS: &str = "#*_->+`~|";
+
+/// ASCII bytes that, opening a line after its indentation, can begin
+/// neither a role, a mark, a heading, a fence nor more blank space.
+const PLAIN_OPENING: [bool; 128] = {
+    let mut plain = [true; 128];
+    let mut b = 0;
+    while b < 128 {
+        // Control bytes and spaces may be blank or a line break.
+        if b <= b' ' as usize || b == 0x7f {
+            plain[b] = false;
+        }
+        b += 1;
+    }
+    let mut i = 0;
+    while i < MARKS.len() {
+        plain[MARKS.as_bytes()[i] as usize] = false;
+        i += 1;
+    }
+    let mut r = 0;
+    while r < ROLES.len() {
+        let first = ROLES[r].as_bytes()[0];
+        plain[first.to_ascii_lowercase() as usize] = false;
+        plain[first.to_ascii_uppercase() as usize] = false;
+        r += 1;
+    }
+    plain
+};
 
 fn is_line_break(c: char) -> bool {
     matches!(
@@ -261,6 +440,108 @@ mod tests {
         );
     }
 
+    /// The line-by-line definition the one-pass scan must agree with.
+    fn by_lines(text: &str, nonce: &str) -> String {
+        let mut out = String::new();
+        for (i, line) in text.split(is_line_break).enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let trimmed = line.trim_start_matches(is_blank);
+            let indent = &line[..line.len() - trimmed.len()];
+            let bare = trimmed.trim_start_matches(|c: char| "#*_->+`~|".contains(c) || is_blank(c));
+            if ROLES.iter().any(|r| {
+                bare.get(..r.len())
+                    .is_some_and(|b| b.eq_ignore_ascii_case(r))
+            }) {
+                out.push_str("> ");
+            } else if trimmed.starts_with('#')
+                || trimmed.starts_with("```")
+                || trimmed.starts_with("~~~")
+            {
+                out.push_str(indent);
+                out.push('\\');
+                push_turns(&mut out, trimmed);
+                continue;
+            }
+            push_turns(&mut out, line);
+        }
+        out.replace(nonce, "[nonce]")
+    }
+
+    #[test]
+    fn the_one_pass_scan_agrees_with_the_line_by_line_definition() {
+        let pieces = [
+            "a",
+            " ",
+            "\n",
+            "\r",
+            "\r\n",
+            "\u{85}",
+            "\u{2028}",
+            "\u{2029}",
+            "\u{0B}",
+            "\u{0C}",
+            "\u{A0}",
+            "\u{200B}",
+            "«",
+            "»",
+            "—",
+            "é",
+            "#",
+            "##",
+            "```",
+            "~~~",
+            "*",
+            "-",
+            "|",
+            "<",
+            "<|",
+            "|>",
+            "[",
+            "[INST]",
+            "[/inst]",
+            "<<SYS>>",
+            "<s>",
+            "</s>",
+            "<start_of_turn>",
+            "quoted-",
+            "QUOTED-",
+            "q",
+            "[airlock]",
+            "system:",
+            "Assistant:",
+            "tool:",
+            N,
+            "text",
+        ];
+        let mut seed = 11u64;
+        let ours = nonce();
+        for (k, nonce) in [N, ours.as_str()]
+            .into_iter()
+            .cycle()
+            .take(20_000)
+            .enumerate()
+        {
+            let mut text = String::new();
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for _ in 0..(seed >> 59) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let pick = (seed >> 33) as usize % (pieces.len() + 1);
+                text.push_str(pieces.get(pick).copied().unwrap_or(nonce));
+            }
+            assert_eq!(
+                neutralise(&text, nonce),
+                by_lines(&text, nonce),
+                "{k}: {text:?}"
+            );
+        }
+    }
+
     #[test]
     fn names_stay_on_one_line() {
         assert_eq!(neutralise_name("fs`\n<|im_start|>"), "fs  <¦im_start¦>");
@@ -269,6 +550,6 @@ mod tests {
     #[test]
     fn nonces_differ() {
         assert_ne!(nonce(), nonce());
-        assert_eq!(nonce().len(), 32);
+        assert_eq!(nonce().len(), 33);
     }
 }

@@ -5,8 +5,6 @@
 use std::sync::{Arc, Mutex, RwLock};
 
 use airlock_secrets::{Scrubber, SecretStore};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub struct HubSecrets {
@@ -46,11 +44,6 @@ impl HubSecrets {
         }
     }
 
-    /// Every string inside `v` scrubbed, object keys included.
-    pub fn scrub_value(&self, v: &mut Value) {
-        self.scrubber().scrub_json(v);
-    }
-
     /// Learns every value in the secret store, so that one a source was
     /// never given is still scrubbed if an upstream (or anything else)
     /// repeats it. Used by what runs the hub; names that cannot be read
@@ -73,19 +66,6 @@ impl HubSecrets {
             }
         }
         self.register(&values);
-    }
-
-    /// A protocol value with every string inside it scrubbed. Fails (and
-    /// the caller withholds the value) only if the scrubbed form no longer
-    /// fits the type, which changing string contents cannot cause.
-    pub fn scrub_as<T: Serialize + DeserializeOwned>(&self, t: T) -> Result<T, String> {
-        let scrubber = self.scrubber();
-        if scrubber.is_empty() {
-            return Ok(t);
-        }
-        let mut v = serde_json::to_value(&t).map_err(|e| e.to_string())?;
-        scrubber.scrub_json(&mut v);
-        serde_json::from_value(v).map_err(|e| e.to_string())
     }
 }
 
@@ -111,6 +91,10 @@ impl airlock_upstream::Secrets for HubSecrets {
 
     fn scrub_json(&self, value: &mut Value) {
         self.scrubber().scrub_json(value);
+    }
+
+    fn finds_in_serialized(&self, json: &[u8]) -> bool {
+        self.scrubber().finds_in_serialized(json)
     }
 
     fn active(&self) -> bool {

@@ -47,7 +47,14 @@ impl Session {
     }
 
     fn resource_source(&self, uri: &str) -> Result<usize, ErrorData> {
-        match self.hub.catalog().resource(uri) {
+        let view = self.hub.view();
+        let route = match view.catalog.resource(uri) {
+            // A resource withheld from the list is as unknown as one never
+            // listed: its contents are not served either.
+            UriRoute::Source(_) if !view.resource_visible(uri) => UriRoute::Unknown,
+            route => route,
+        };
+        match route {
             UriRoute::Source(i) => Ok(i),
             UriRoute::Unknown => Err(ErrorData::resource_not_found(
                 format!("no source offers resource `{uri}`"),
@@ -268,13 +275,17 @@ impl ServerHandler for Session {
         let source = self.resource_source(&request.uri)?;
         request.meta = None;
         let timeout = self.hub.sources.call_timeout(source);
-        self.hub
-            .sources
-            .get(source)
+        let upstream = self.hub.sources.get(source);
+        let mut read = upstream
             .read_resource(request, timeout)
             .await
             .map(versions::resource)
-            .map_err(|e| self.upstream_error(source, e))
+            .map_err(|e| self.upstream_error(source, e))?;
+        // What a resource holds is the source's words, quoted like results.
+        if upstream.config.quote_output {
+            crate::quote::resource(upstream.name(), &mut read);
+        }
+        Ok(read)
     }
 
     async fn subscribe(

@@ -5,15 +5,18 @@
 //! an upstream might echo it back in: raw; base64, standard and URL-safe,
 //! padded or not, at every byte alignment (a secret inside a longer encoded
 //! string is encoded differently depending on where it starts);
-//! URL-encoded; JSON-escaped. One Aho-Corasick automaton matches all of
-//! them in a single pass. [`StreamScrubber`] does the same over a stream
+//! URL-encoded; JSON-escaped, each form also as it reads inside a JSON
+//! string. [`Needles`] matches all of them in a single pass, sampling the
+//! text rather than reading every byte when every form is long enough. [`StreamScrubber`] does the same over a stream
 //! of chunks, so a value split across two chunks is still caught.
 
 mod keychain;
+mod needles;
 mod scrub;
 mod store;
 
 pub use keychain::KeychainStore;
+pub use needles::Needles;
 pub use scrub::{REDACTED, Scrubber, StreamScrubber};
 pub use store::{FileStore, SecretError, SecretStore, SecretValue, resolve, valid_name};
 

@@ -1,6 +1,4 @@
-use aho_corasick::{
-    AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, Anchored, Input, MatchKind, StartKind,
-};
+use crate::needles::Needles;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 
@@ -14,115 +12,12 @@ const MIN_FRAGMENT: usize = 6;
 /// Replaces registered secret values, in every encoding, with `[secret]`.
 #[derive(Clone)]
 pub struct Scrubber {
-    matcher: Option<Matcher>,
+    matcher: Option<Needles>,
+    /// The forms as they read inside a JSON string, for a scan of a
+    /// serialized message; `None` when escaping changes none of them.
+    serialized: Option<Needles>,
     longest: usize,
     patterns: usize,
-}
-
-/// Finds the leftmost-longest pattern matches.
-///
-/// With hundreds of patterns (every form of every secret) an Aho-Corasick
-/// DFA outgrows the CPU caches and scans slowly. When every pattern is at
-/// least [`QUAD`] bytes long, a position can only start a match if its
-/// first four bytes are some pattern's first four, so the scan tests a
-/// hash of each 4-byte window against a bitset that fits in L1, and runs
-/// the automaton anchored only where the bitset says a match may start.
-/// Scanning left to right and taking the longest anchored match at each
-/// start is exactly leftmost-longest.
-#[derive(Clone)]
-struct Matcher {
-    automaton: AhoCorasick,
-    /// Bitset over hashed 4-byte pattern prefixes; `None` when some pattern
-    /// is shorter, and the automaton scans unaided.
-    quads: Option<Box<[u64]>>,
-}
-
-const QUAD: usize = 4;
-/// Bits in the prefix bitset (32 KiB): with ~600 prefixes, about one
-/// window in 400 needs a closer look.
-const QUAD_BITS: u32 = 18;
-
-fn quad_hash(w: u32) -> usize {
-    (w.wrapping_mul(0x9E37_79B1) >> (32 - QUAD_BITS)) as usize
-}
-
-fn quad_at(hay: &[u8], i: usize) -> u32 {
-    u32::from_le_bytes([hay[i], hay[i + 1], hay[i + 2], hay[i + 3]])
-}
-
-impl Matcher {
-    fn new(patterns: &[Vec<u8>]) -> Matcher {
-        let automaton = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::LeftmostLongest)
-            .kind(Some(AhoCorasickKind::DFA))
-            .start_kind(StartKind::Both)
-            .build(patterns)
-            .expect("patterns build an automaton");
-        let quads = patterns.iter().all(|p| p.len() >= QUAD).then(|| {
-            let mut bits = vec![0u64; 1 << (QUAD_BITS - 6)].into_boxed_slice();
-            for p in patterns {
-                let h = quad_hash(quad_at(p, 0));
-                bits[h >> 6] |= 1 << (h & 63);
-            }
-            bits
-        });
-        Matcher { automaton, quads }
-    }
-
-    /// The first match starting at or after `at`.
-    fn next(&self, hay: &[u8], at: usize) -> Option<(usize, usize)> {
-        let Some(bits) = &self.quads else {
-            let m = self.automaton.find(Input::new(hay).range(at..))?;
-            return Some((m.start(), m.end()));
-        };
-        let anchored_at = |start: usize| {
-            self.automaton
-                .find(Input::new(hay).range(start..).anchored(Anchored::Yes))
-                .map(|m| (m.start(), m.end()))
-        };
-        let maybe = |w: u32| {
-            let h = quad_hash(w);
-            (bits[h >> 6] >> (h & 63)) & 1
-        };
-        let mut i = at;
-        // Four windows per 8-byte load; look closer only where one hits.
-        while i + 8 <= hay.len() {
-            let x = u64::from_le_bytes(hay[i..i + 8].try_into().expect("8 bytes"));
-            let hits = maybe(x as u32)
-                | maybe((x >> 8) as u32) << 1
-                | maybe((x >> 16) as u32) << 2
-                | maybe((x >> 24) as u32) << 3;
-            if hits != 0 {
-                for k in 0..4 {
-                    if hits & (1 << k) != 0
-                        && let Some(m) = anchored_at(i + k)
-                    {
-                        return Some(m);
-                    }
-                }
-            }
-            i += 4;
-        }
-        while i + QUAD <= hay.len() {
-            if maybe(quad_at(hay, i)) != 0
-                && let Some(m) = anchored_at(i)
-            {
-                return Some(m);
-            }
-            i += 1;
-        }
-        None
-    }
-
-    /// Every match, left to right, none overlapping.
-    fn iter<'a>(&'a self, hay: &'a [u8]) -> impl Iterator<Item = (usize, usize)> + 'a {
-        let mut at = 0;
-        std::iter::from_fn(move || {
-            let (start, end) = self.next(hay, at)?;
-            at = end.max(start + 1);
-            Some((start, end))
-        })
-    }
 }
 
 impl std::fmt::Debug for Scrubber {
@@ -150,9 +45,17 @@ impl Scrubber {
         patterns.dedup();
         let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
         let count = patterns.len();
-        let matcher = (!patterns.is_empty()).then(|| Matcher::new(&patterns));
+        let matcher = (!patterns.is_empty()).then(|| Needles::new(&patterns));
+        // A string that holds a form holds it escaped once more when the
+        // message is serialized.
+        let mut in_json = patterns.clone();
+        in_json.extend(patterns.iter().filter_map(|p| json_escaped(p)));
+        in_json.sort();
+        in_json.dedup();
+        let serialized = (in_json.len() > patterns.len()).then(|| Needles::new(&in_json));
         Scrubber {
             matcher,
+            serialized,
             longest,
             patterns: count,
         }
@@ -231,7 +134,17 @@ impl Scrubber {
     pub fn finds(&self, text: &[u8]) -> bool {
         self.matcher
             .as_ref()
-            .is_some_and(|m| m.next(text, 0).is_some())
+            .is_some_and(|m| m.find(text).is_some())
+    }
+
+    /// Whether a serialized JSON message holds, in any of its strings or
+    /// keys, anything [`Scrubber::scrub_json`] would redact: when this is
+    /// false, taking the message apart would change nothing.
+    pub fn finds_in_serialized(&self, json: &[u8]) -> bool {
+        match &self.serialized {
+            Some(n) => n.find(json).is_some(),
+            None => self.finds(json),
+        }
     }
 
     /// A scrubber over a stream of chunks.
@@ -275,12 +188,20 @@ fn forms(secret: &[u8]) -> Vec<Vec<u8>> {
             out.push(percent_encode_with(secret, upper, strict).into_bytes());
         }
     }
-    if let Ok(text) = std::str::from_utf8(secret) {
-        let json = serde_json::to_string(text).unwrap_or_default();
-        out.push(json.trim_matches('"').as_bytes().to_vec());
-    }
+    // Each form as it reads inside a JSON string: JSON text that a result
+    // carries as a string.
+    let escaped: Vec<Vec<u8>> = out.iter().filter_map(|f| json_escaped(f)).collect();
+    out.extend(escaped);
     out.retain(|p| !p.is_empty());
     out
+}
+
+/// `form` as it reads between the quotes of a JSON string, if that differs.
+fn json_escaped(form: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(form).ok()?;
+    let json = serde_json::to_string(text).ok()?;
+    let inner = &json[1..json.len() - 1];
+    (inner != text).then(|| inner.as_bytes().to_vec())
 }
 
 #[cfg(test)]
@@ -447,45 +368,6 @@ mod tests {
             assert_eq!(out, s.scrub(&text), "chunk size {size}");
             assert!(!out.contains(SECRET));
         }
-    }
-
-    #[test]
-    fn prefiltered_scan_finds_what_the_plain_automaton_finds() {
-        // Patterns that share prefixes and nest, in text built from their
-        // pieces, so that near-misses and overlaps are everywhere.
-        let patterns: Vec<Vec<u8>> = ["abcdef", "abcdefgh", "bcdexy", "cdefab", "zzzz", "abcdzz"]
-            .iter()
-            .map(|p| p.as_bytes().to_vec())
-            .collect();
-        let matcher = Matcher::new(&patterns);
-        assert!(matcher.quads.is_some());
-        let mut seed = 7u64;
-        for _ in 0..2000 {
-            let mut hay = Vec::new();
-            for _ in 0..(seed % 12) {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let piece = &patterns[(seed >> 33) as usize % patterns.len()];
-                let cut = (seed >> 20) as usize % (piece.len() + 1);
-                hay.extend_from_slice(&piece[..cut]);
-                hay.push(b"abz."[(seed >> 40) as usize % 4]);
-            }
-            let ours: Vec<_> = matcher.iter(&hay).collect();
-            let plain: Vec<_> = matcher
-                .automaton
-                .find_iter(&hay)
-                .map(|m| (m.start(), m.end()))
-                .collect();
-            assert_eq!(ours, plain, "{}", String::from_utf8_lossy(&hay));
-        }
-    }
-
-    #[test]
-    fn short_secrets_are_scanned_without_the_prefilter() {
-        let s = Scrubber::new(&["abc"]);
-        assert!(s.matcher.as_ref().unwrap().quads.is_none());
-        assert_eq!(s.scrub("xabcx abc"), "x[secret]x [secret]");
     }
 
     #[test]

@@ -317,6 +317,17 @@ async fn prompts_and_resources_changed_after_review_show_the_reviewed_text() {
     for leaked in ["IMPORTANT", "id_rsa", "Do not tell"] {
         assert!(!all.contains(leaked), "the model read `{leaked}`: {all}");
     }
+    // What was reviewed stays readable, under the resource and the template,
+    // its contents quoted as the source's words.
+    for (id, uri) in [(30, "hostile://shifty"), (31, "hostile://shifty/7")] {
+        let (read, _) = ask(&mut raw, id, "resources/read", json!({ "uri": uri })).await;
+        let text = read["result"]["contents"][0]["text"].as_str().unwrap_or("");
+        assert!(text.contains("\nshifty contents\n"), "{read}");
+        assert!(
+            text.starts_with("[airlock] What follows") && text.contains("tool source `h`"),
+            "{read}"
+        );
+    }
     drop(raw);
     let out = scratch
         .airlock(&[
@@ -364,6 +375,27 @@ async fn unreviewed_prompts_and_resources_that_look_poisoned_are_withheld() {
         all.contains("h__greet"),
         "a benign unreviewed prompt is listed: {all}"
     );
+    // Nor are their contents served to a client that knows the URI, read
+    // or subscribed to, under the resource or under the template.
+    for (id, (method, uri)) in [
+        ("resources/read", "hostile://shifty"),
+        ("resources/read", "hostile://shifty/7"),
+        ("resources/subscribe", "hostile://shifty"),
+        ("resources/subscribe", "hostile://shifty/7"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (answer, _) = ask(&mut raw, 100 + id as i64, method, json!({ "uri": uri })).await;
+        let text = answer.to_string();
+        assert!(!text.contains("shifty contents"), "{method} {uri}: {text}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no source offers resource")),
+            "{method} {uri}: {text}"
+        );
+    }
     drop(raw);
     let doctor = scratch.doctor(&config).await;
     for withheld in [

@@ -20,7 +20,14 @@ pub(crate) fn cleaned<T: Serialize + DeserializeOwned>(
     if !secrets.active() {
         return Ok(value);
     }
-    let mut json = serde_json::to_value(&value).map_err(|e| e.to_string())?;
+    // One scan of the serialized message: the same strings, escaped as
+    // every form is also registered. Only a message that holds a secret is
+    // taken apart string by string.
+    let bytes = serde_json::to_vec(&value).map_err(|e| e.to_string())?;
+    if !secrets.finds_in_serialized(&bytes) {
+        return Ok(value);
+    }
+    let mut json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     secrets.scrub_json(&mut json);
     serde_json::from_value(json)
         .map_err(|e| format!("it could not be scrubbed, so it was withheld ({e})"))
@@ -32,4 +39,66 @@ pub(crate) fn cleaned_error(secrets: &dyn Secrets, error: ErrorData) -> ErrorDat
     cleaned(secrets, error).unwrap_or_else(|why| {
         ErrorData::internal_error(format!("airlock: the source's error: {why}"), None)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_secrets::Scrubber;
+    use serde_json::{Value, json};
+
+    struct Known(Scrubber);
+
+    impl Secrets for Known {
+        fn resolve(&self, text: &str) -> Result<String, String> {
+            Ok(text.to_string())
+        }
+        fn scrub(&self, text: &str) -> String {
+            self.0.scrub(text).into_owned()
+        }
+        fn scrub_json(&self, value: &mut Value) {
+            self.0.scrub_json(value)
+        }
+        fn finds_in_serialized(&self, json: &[u8]) -> bool {
+            self.0.finds_in_serialized(json)
+        }
+        fn active(&self) -> bool {
+            !self.0.is_empty()
+        }
+    }
+
+    /// The one-scan shortcut must never let through what taking the message
+    /// apart would have caught: secrets that JSON escapes, placed raw,
+    /// escaped once (JSON text inside a string) or twice, in values and keys.
+    #[test]
+    fn a_message_that_holds_a_secret_in_any_spelling_is_taken_apart() {
+        let secrets = [
+            "pa\"ss\\word-0001",
+            "line\nbreak\ttab-0002",
+            "plain-secret-0003",
+            "ctl\u{1}byte-0004",
+        ];
+        let known = Known(Scrubber::new(&secrets));
+        for secret in secrets {
+            let once = serde_json::to_string(secret).unwrap();
+            let twice = serde_json::to_string(&once).unwrap();
+            for (depth, planted) in [secret.to_string(), once, twice].into_iter().enumerate() {
+                for message in [
+                    json!({"text": format!("before {planted} after")}),
+                    json!({"deep": [{format!("k {planted}"): 1}]}),
+                ] {
+                    let out = cleaned(&known, message.clone()).unwrap();
+                    let mut walked = message.clone();
+                    known.0.scrub_json(&mut walked);
+                    assert_eq!(out, walked, "{planted:?} in {message}");
+                    if depth < 2 {
+                        assert!(out.to_string().contains("[secret]"), "{planted:?}: {out}");
+                    }
+                }
+            }
+        }
+        // A message without one is returned as it came.
+        let clean = json!({"text": "nothing here", "n": 1.5});
+        assert_eq!(cleaned(&known, clean.clone()).unwrap(), clean);
+    }
 }

@@ -51,6 +51,10 @@ pub trait Secrets: Send + Sync + 'static {
     fn scrub(&self, text: &str) -> String;
     /// Every string inside `value` (object keys included) redacted.
     fn scrub_json(&self, value: &mut serde_json::Value);
+    /// Whether `bytes` hold a known secret value in any of its forms,
+    /// including as it reads inside a JSON string: a serialized message
+    /// that this finds nothing in has no string that scrubbing would change.
+    fn finds_in_serialized(&self, json: &[u8]) -> bool;
     /// Whether any secret is known (when none is, scrubbing is skipped).
     fn active(&self) -> bool;
 }

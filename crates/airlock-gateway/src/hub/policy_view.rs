@@ -343,6 +343,15 @@ impl View {
             .is_some_and(|text| !matches!(self.shown_text(exposed, text), Shown::Withheld(_)))
     }
 
+    /// Whether a client may read (or subscribe to) `uri`: the resource or
+    /// template it comes under is one the client may see. A withheld one
+    /// is as unknown as one never listed, whoever knows its URI.
+    pub fn resource_visible(&self, uri: &str) -> bool {
+        self.catalog
+            .resource_text_for(uri)
+            .is_some_and(|(name, text)| !matches!(self.shown_text(name, text), Shown::Withheld(_)))
+    }
+
     /// The resources a client may see, by the same rule as prompts.
     pub fn visible_resources(&self) -> Vec<Resource> {
         let catalog = &self.catalog;

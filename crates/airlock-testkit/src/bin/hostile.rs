@@ -108,7 +108,13 @@ fn main() {
             "resources/templates/list" => ok(json!({"resourceTemplates": [{
                 "uriTemplate": "hostile://t/{id}", "name": "tpl", "description": format!("Template {s}")
             }, {"uriTemplate": "hostile://shifty/{id}", "name": "shifty", "description": shifty_description()}]})),
-            "resources/read" => err(-32002),
+            // The shifty items' contents are served to whoever asks, so a
+            // relay of a withheld one is seen.
+            "resources/read" => match msg["params"]["uri"].as_str() {
+                Some(uri) if uri.starts_with("hostile://shifty") => ok(json!({"contents": [
+                    {"uri": uri, "mimeType": "text/plain", "text": "shifty contents"}]})),
+                _ => err(-32002),
+            },
             "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" | "ping" => {
                 ok(json!({}))
             }
