@@ -13,6 +13,7 @@ use airlock_store::ledger::{self, Choice, LedgerState, Recorded};
 use airlock_store::{SqliteStore, Store};
 
 use crate::home;
+use crate::show;
 
 pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
     let dir = home::data_dir()?;
@@ -26,8 +27,12 @@ pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
     for r in rows {
         let left = (r.expires_at_ms - now).max(0) / 1000;
         println!(
-            "{}  {}  {} (connection {})",
-            r.id, r.state, r.call.tool, r.call.connection
+            "{}  {}  {} (connection {}), asked {}",
+            r.id,
+            r.state,
+            r.call.tool,
+            r.call.connection,
+            show::local_time(r.created_at_ms)
         );
         if !r.call.description.is_empty() {
             println!("    what it does: {}", r.call.description);
@@ -35,7 +40,7 @@ pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
         println!("    why it asks:  {}", r.call.reason);
         println!(
             "    arguments:    {}",
-            ledger::shown(&r.call.arguments).escape_default()
+            show::one_line(&ledger::shown(&r.call.arguments))
         );
         if r.state == LedgerState::Pending {
             println!(

@@ -6,6 +6,7 @@ use airlock_common::now_ms;
 use airlock_store::{AuditCheck, AuditFilter, SqliteStore, Store};
 
 use crate::home;
+use crate::show::{self, Table};
 
 #[derive(clap::Args)]
 pub struct FilterArgs {
@@ -54,32 +55,52 @@ pub fn show(args: &FilterArgs) -> anyhow::Result<ExitCode> {
         since_ms,
     };
     let records = open()?.audit(&filter, args.limit)?;
+    let mut table = Table::default();
     for a in &records {
         if args.jsonl {
-            println!("{}", serde_json::to_string(a)?);
+            // The record as stored, with its time also written out.
+            let mut line = serde_json::to_value(a)?;
+            line["at"] = show::iso_time(a.record.at_ms).into();
+            println!("{line}");
             continue;
         }
         let r = &a.record;
-        let what = match r.kind {
-            airlock_store::AuditKind::Decision => {
-                let rule = if r.rule.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{} {}]", r.layer, r.rule)
-                };
-                format!("decision {:<5} {}{rule}", r.decision, r.reason)
-            }
-            airlock_store::AuditKind::Outcome => format!(
-                "outcome  {:<5} {:.1} ms {}",
-                r.outcome,
-                r.duration_us as f64 / 1000.0,
-                r.detail
-            ),
-            airlock_store::AuditKind::Gap => format!("GAP      {}", r.reason),
-        };
-        println!("#{:<6} {}  {:<30} {what}", a.seq, r.at_ms, r.tool);
+        table.row([
+            format!("#{}", a.seq),
+            show::local_time(r.at_ms),
+            r.tool.clone(),
+            describe(r),
+        ]);
     }
+    table.print("");
     Ok(ExitCode::SUCCESS)
+}
+
+/// One record in words: the decision and why, the outcome, or the gap.
+pub fn describe(r: &airlock_store::AuditRecord) -> String {
+    match r.kind {
+        airlock_store::AuditKind::Decision => {
+            let by: Vec<&str> = [r.layer.as_str(), r.rule.as_str()]
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .collect();
+            let rule = if by.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", by.join(" "))
+            };
+            format!("decision {:<5}  {}{rule}", r.decision, r.reason)
+        }
+        airlock_store::AuditKind::Outcome => format!(
+            "outcome  {:<5}  {:.1} ms {}",
+            r.outcome,
+            r.duration_us as f64 / 1000.0,
+            r.detail
+        )
+        .trim_end()
+        .to_string(),
+        airlock_store::AuditKind::Gap => format!("GAP      {}", r.reason),
+    }
 }
 
 pub fn verify() -> anyhow::Result<ExitCode> {

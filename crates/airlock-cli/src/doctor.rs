@@ -14,7 +14,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let mut problems = 0;
     let (config, _) = match home::load_config(config.as_deref()) {
         Ok(c) => {
-            println!("ok    config: {}", c.1);
+            println!("ok    {}", c.1);
             c
         }
         Err(e) => {
@@ -56,7 +56,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
                     "FAIL  source {}: {} — {}",
                     s.name(),
                     state.label(),
-                    state.detail()
+                    state.reason()
                 );
             }
         }

@@ -6,7 +6,7 @@
 //! the scrubber knows. Each event is formatted into its own buffer and
 //! scrubbed whole when the event ends, so no value is split across writes.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::{Arc, OnceLock};
 
 use airlock_gateway::secrets::HubSecrets;
@@ -76,10 +76,17 @@ pub fn init(default_level: &str) -> Scrubbed {
     let scrubbed = Scrubbed::default();
     tracing_subscriber::fmt()
         .with_writer(scrubbed.clone())
+        .with_ansi(colour(std::io::stderr().is_terminal()))
         .with_env_filter(
             EnvFilter::try_from_env("AIRLOCK_LOG")
                 .unwrap_or_else(|_| EnvFilter::new(default_level)),
         )
         .init();
     scrubbed
+}
+
+/// Colour only on a terminal, and never when `NO_COLOR` is set to anything
+/// (<https://no-color.org>).
+pub fn colour(terminal: bool) -> bool {
+    terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

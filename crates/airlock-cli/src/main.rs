@@ -14,6 +14,7 @@ mod policy;
 mod rules;
 mod secret;
 mod serve;
+mod show;
 mod status;
 mod token;
 mod tools;

@@ -14,8 +14,10 @@ use crate::home;
 
 pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
     // stdout belongs to the MCP client on stdio; every log goes to stderr.
+    // The SDK's own chatter (rmcp logs its message structs at info) only
+    // when asked for with AIRLOCK_LOG.
     let default_level = if http.is_some() {
-        "info"
+        "info,rmcp=warn"
     } else {
         "warn,rmcp=error"
     };

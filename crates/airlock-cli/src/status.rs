@@ -5,9 +5,10 @@
 use std::process::ExitCode;
 
 use airlock_common::now_ms;
-use airlock_store::{AuditFilter, AuditKind, SqliteStore, Store};
+use airlock_store::{AuditFilter, SqliteStore, Store};
 
 use crate::home;
+use crate::show::{self, Table};
 
 pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
     let dir = home::data_dir()?;
@@ -64,24 +65,37 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
             token.display()
         );
     }
-    let recent = store.audit(&AuditFilter::default(), calls)?;
-    if !recent.is_empty() {
-        println!("\nRecent audit records (newest first; `airlock audit` for more):");
-        for a in recent {
-            let r = &a.record;
-            let age = (now - r.at_ms).max(0) / 1000;
-            let what = match r.kind {
-                AuditKind::Decision => format!("{:<10} {}", r.decision, r.reason),
-                AuditKind::Outcome => format!(
-                    "{:<10} {:.1} ms {}",
-                    r.outcome,
-                    r.duration_us as f64 / 1000.0,
-                    r.detail
-                ),
-                AuditKind::Gap => format!("GAP        {}", r.reason),
-            };
-            println!("  {age:>5}s ago  {:<32} {what}", r.tool);
+    // Up to `calls` calls: each call's records (decision, outcome) together.
+    let records = store.audit(&AuditFilter::default(), calls.saturating_mul(4).max(16))?;
+    let mut shown: Vec<(&str, Vec<&airlock_store::AuditRecord>)> = Vec::new();
+    for a in &records {
+        let r = &a.record;
+        let known = shown
+            .iter()
+            .position(|(id, _)| !id.is_empty() && *id == r.call_id);
+        match known {
+            Some(k) => shown[k].1.push(r),
+            None if shown.len() < calls => shown.push((r.call_id.as_str(), vec![r])),
+            None => {}
         }
+    }
+    if !shown.is_empty() {
+        println!(
+            "\nThe last {} call(s), newest first (`airlock audit` for more):",
+            shown.len()
+        );
+        let mut table = Table::default();
+        for (_, of_call) in &shown {
+            // Newest first within the call too: show them in the order they happened.
+            for (k, r) in of_call.iter().rev().enumerate() {
+                let (when, tool) = match k {
+                    0 => (show::local_time(r.at_ms), r.tool.clone()),
+                    _ => (String::new(), String::new()),
+                };
+                table.row([when, tool, crate::audit::describe(r)]);
+            }
+        }
+        table.print("  ");
     }
     Ok(if unhealthy {
         ExitCode::from(2)

@@ -90,7 +90,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             .sources()
             .iter()
             .filter(|s| s.state().label() != "ready")
-            .map(|s| format!("{}: {}", s.name(), s.state().detail()))
+            .map(|s| format!("{}: {}", s.name(), s.state().reason()))
             .collect();
         let catalog = hub.catalog();
         let mut pending = Vec::new();

@@ -45,7 +45,11 @@ async fn approved_call_runs_once_with_the_stored_arguments() {
     let (_, listed) = cli(&scratch, &["pending"]).await;
     assert!(listed.contains("fixture__echo"), "{listed}");
     assert!(listed.contains("Echo the text back."), "{listed}");
-    assert!(listed.contains(r#"{\"text\":\"as asked\"}"#), "{listed}");
+    // As sent, not escaped a second time.
+    assert!(
+        listed.contains(r#"arguments:    {"text":"as asked"}"#),
+        "{listed}"
+    );
     // Other calls, waiting ones included, are not held up.
     let other = client
         .call_tool(call("fixture__calls", json!({})))

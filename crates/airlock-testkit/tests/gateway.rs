@@ -509,3 +509,97 @@ async fn the_first_answer_says_what_waits_for_review() {
         "nothing waits: {init}"
     );
 }
+
+/// What people read: `audit` in local time with columns that stay aligned
+/// whatever the names, `status --calls N` showing N calls (not records),
+/// `--jsonl` with an ISO time, and no colour when stderr is no terminal.
+#[tokio::test]
+async fn audit_and_status_read_as_times_and_aligned_calls() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(
+            r#"
+[sources.demo]
+command = "{airlock}"
+args = ["demo-server"]
+
+[sources.a-source-with-a-long-name-indeed]
+command = "{fixture}"
+"#,
+        )
+        .await;
+    let client = scratch.stdio_client(&config, Client::default()).await;
+    for (tool, args) in [
+        ("demo__read_note", json!({"name": "welcome"})),
+        (
+            "a-source-with-a-long-name-indeed__echo",
+            json!({"text": "hi"}),
+        ),
+        ("demo__read_note", json!({"name": "welcome"})),
+    ] {
+        client.call_tool(call(tool, args)).await.unwrap();
+    }
+    client.cancel().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let out = scratch.airlock(&["audit"]).output().await.unwrap();
+    let audit = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = audit.lines().collect();
+    assert!(lines.len() >= 6, "{audit}");
+    // `#seq  YYYY-MM-DD HH:MM:SS  tool  decision|outcome …`, the last
+    // column starting at the same place on every line.
+    let starts: Vec<usize> = lines
+        .iter()
+        .map(|l| {
+            l.find("decision ")
+                .or_else(|| l.find("outcome "))
+                .unwrap_or_else(|| panic!("{l}"))
+        })
+        .collect();
+    assert!(starts.iter().all(|s| *s == starts[0]), "{audit}");
+    for l in &lines {
+        let when = l.split("  ").nth(1).unwrap_or("");
+        assert!(
+            when.len() == 19 && when.as_bytes()[4] == b'-' && when.as_bytes()[13] == b':',
+            "{l}"
+        );
+        assert!(!l.contains("[ "), "{l}");
+    }
+
+    let out = scratch
+        .airlock(&["audit", "--jsonl", "--limit", "1"])
+        .output()
+        .await
+        .unwrap();
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        line["at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z') && t.contains('T')),
+        "{line}"
+    );
+
+    let out = scratch
+        .airlock(&["status", "--calls", "2"])
+        .output()
+        .await
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(status.contains("The last 2 call(s)"), "{status}");
+    let recent = status.split("The last 2 call(s)").nth(1).unwrap();
+    // Two calls: the echo and the last read, each its decision and outcome.
+    assert_eq!(recent.matches("decision ").count(), 2, "{status}");
+    assert_eq!(recent.matches("outcome ").count(), 2, "{status}");
+    assert_eq!(recent.matches("demo__read_note").count(), 1, "{status}");
+
+    // Not a terminal: no colour in what the hub logs.
+    let out = scratch
+        .airlock(&["doctor", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&out.stdout);
+    assert!(doctor.starts_with("ok    config "), "{doctor}");
+    assert!(!doctor.contains("config: config"), "{doctor}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains('\u{1b}'));
+}

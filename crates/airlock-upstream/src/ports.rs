@@ -85,11 +85,22 @@ impl SourceState {
         }
     }
 
+    /// Why it is not ready, with when the hub tries again: what a running
+    /// hub reports.
     pub fn detail(&self) -> String {
         match self {
             SourceState::Failed { detail, retry_in } => {
                 format!("{detail} (next attempt in {:.1}s)", retry_in.as_secs_f32())
             }
+            _ => self.reason(),
+        }
+    }
+
+    /// Why it is not ready, and nothing of a next attempt: what a one-shot
+    /// command (`doctor`, `tools review`), which makes none, reports.
+    pub fn reason(&self) -> String {
+        match self {
+            SourceState::Failed { detail, .. } => detail.clone(),
             SourceState::Stopped {
                 last_failure: Some(detail),
             } => format!("down when the hub stopped: {detail}"),
