@@ -180,23 +180,64 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         println!("withheld from clients (nothing to pin): {w}");
     }
     if pending.is_empty() {
-        println!("Every tool, prompt and resource matches what was reviewed. Nothing to do.");
-        return Ok(ExitCode::SUCCESS);
+        if failed.is_empty() {
+            println!("Every tool, prompt and resource matches what was reviewed. Nothing to do.");
+            return Ok(ExitCode::SUCCESS);
+        }
+        println!(
+            "Nothing to review from the sources that started, but {} did not start (above): review again once they do.",
+            failed.len()
+        );
+        return Ok(ExitCode::from(2));
     }
     let reviewer = reviewer();
     let mut approved = 0;
-    for p in &pending {
+    let mut pending = pending;
+    // One source at a time, in the order they came.
+    let order: Vec<String> = pending.iter().map(|p| p.source.clone()).collect();
+    pending.sort_by_key(|p| order.iter().position(|s| *s == p.source));
+    let mut whole_source: Option<(String, bool)> = None;
+    for (i, p) in pending.iter().enumerate() {
+        if i == 0 || pending[i - 1].source != p.source {
+            let n = pending.iter().filter(|q| q.source == p.source).count();
+            println!("━━ source {}: {n} to review\n", p.source);
+        }
         let others: Vec<String> = others
             .iter()
             .filter(|o| **o != p.exposed)
             .cloned()
             .collect();
         show(p, &Linter::new(others));
-        let yes = match &mode {
-            Mode::List => false,
-            Mode::ApproveAll => true,
-            Mode::Approve(names) => names.iter().any(|n| *n == p.approve_name()),
-            Mode::Interactive => ask(&format!("Pin this {} for {}? [y/N] ", p.kind, p.exposed))?,
+        let decided = whole_source
+            .as_ref()
+            .filter(|(source, _)| *source == p.source)
+            .map(|(_, yes)| *yes);
+        let yes = match (&mode, decided) {
+            (_, Some(yes)) => yes,
+            (Mode::List, _) => false,
+            (Mode::ApproveAll, _) => true,
+            (Mode::Approve(names), _) => names.iter().any(|n| *n == p.approve_name()),
+            (Mode::Interactive, None) => {
+                match ask(&format!("Pin this {} for {}?", p.kind, p.exposed), true)? {
+                    Answer::Yes => true,
+                    Answer::No => false,
+                    Answer::AllOfSource => {
+                        whole_source = Some((p.source.clone(), true));
+                        true
+                    }
+                    Answer::SkipSource => {
+                        whole_source = Some((p.source.clone(), false));
+                        false
+                    }
+                    Answer::Quit => {
+                        println!(
+                            "stopped: {} left unreviewed; `airlock tools review` shows them again",
+                            pending.len() - i
+                        );
+                        break;
+                    }
+                }
+            }
         };
         if yes {
             store.pin_contract(&PinnedContract {
@@ -262,14 +303,29 @@ fn review_commands(
             println!("     - {prev}");
         }
         println!("     + {}", command.describe());
+        // A command that cannot run is never approved: fixing it changes
+        // the command, which is reviewed then.
+        if let Err(why) = command.runnable() {
+            println!(
+                "not approved: {why}; fix the command of {}, then review again\n",
+                source.name
+            );
+            continue;
+        }
         let yes = match mode {
             Mode::List => false,
             Mode::ApproveAll => true,
             Mode::Approve(names) => names.iter().any(|n| n == &source.name),
-            Mode::Interactive => ask(&format!(
-                "Allow source {} to run this command? [y/N] ",
-                source.name
-            ))?,
+            Mode::Interactive => {
+                match ask(
+                    &format!("Allow source {} to run this command?", source.name),
+                    false,
+                )? {
+                    Answer::Yes | Answer::AllOfSource => true,
+                    Answer::No | Answer::SkipSource => false,
+                    Answer::Quit => anyhow::bail!("stopped: nothing more was reviewed"),
+                }
+            }
         };
         if yes {
             store.pin_command(&source.name, &command.fingerprint(), &reviewer)?;
@@ -354,10 +410,76 @@ fn render(v: &Value) -> String {
     }
 }
 
-fn ask(prompt: &str) -> anyhow::Result<bool> {
-    print!("{prompt}");
-    std::io::stdout().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+/// A person's answer at the review prompt.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Yes,
+    No,
+    /// Yes to this and everything else of the same source.
+    AllOfSource,
+    /// No to this and everything else of the same source.
+    SkipSource,
+    /// Stop reviewing; what was pinned stays pinned.
+    Quit,
+}
+
+/// Asks until the answer is one it knows; `?` explains the choices, an
+/// empty line is no, and the end of input is quit.
+fn ask(question: &str, per_source: bool) -> anyhow::Result<Answer> {
+    let choices = if per_source {
+        "[y/N/a/s/q/?]"
+    } else {
+        "[y/N/q/?]"
+    };
+    loop {
+        print!("{question} {choices} ");
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        if std::io::stdin().lock().read_line(&mut line)? == 0 {
+            println!();
+            return Ok(Answer::Quit);
+        }
+        match parse_answer(&line, per_source) {
+            Some(answer) => return Ok(answer),
+            None => {
+                println!("  y  yes, pin it (or approve the command)");
+                println!("  n  no, not now (also an empty answer)");
+                if per_source {
+                    println!("  a  yes to this and the rest of this source");
+                    println!("  s  no to this and the rest of this source");
+                }
+                println!("  q  quit; what was pinned stays pinned");
+            }
+        }
+    }
+}
+
+fn parse_answer(line: &str, per_source: bool) -> Option<Answer> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(Answer::Yes),
+        "" | "n" | "no" => Some(Answer::No),
+        "a" | "all" if per_source => Some(Answer::AllOfSource),
+        "s" | "skip" if per_source => Some(Answer::SkipSource),
+        "q" | "quit" => Some(Answer::Quit),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_answers_count_and_help_is_not_no() {
+        assert_eq!(parse_answer("Y\n", true), Some(Answer::Yes));
+        assert_eq!(parse_answer("\n", true), Some(Answer::No));
+        assert_eq!(parse_answer("all", true), Some(Answer::AllOfSource));
+        assert_eq!(parse_answer("s", true), Some(Answer::SkipSource));
+        assert_eq!(parse_answer("q", false), Some(Answer::Quit));
+        for unknown in ["?", "help", "maybe", "yess"] {
+            assert_eq!(parse_answer(unknown, true), None, "{unknown}");
+        }
+        // Per-source answers mean nothing where there is one item.
+        assert_eq!(parse_answer("a", false), None);
+    }
 }

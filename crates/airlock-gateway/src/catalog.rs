@@ -323,27 +323,36 @@ impl Catalog {
         self.template_texts.get(i)
     }
 
-    /// The listed resource or template whose text governs `uri`, with the
-    /// name a client knows it by (its URI or URI template): the resource
-    /// listed with exactly that URI, else the template whose literal prefix
-    /// is the longest match (the one routing follows).
-    pub fn resource_text_for(&self, uri: &str) -> Option<(&str, &Text)> {
+    /// The listed items whose text governs `uri`, each with the name a
+    /// client knows it by (its URI or URI template): the resource listed
+    /// with exactly that URI; else the template written exactly so (a
+    /// completion names its template); else every template whose literal
+    /// prefix is the longest match, since routing cannot tell them apart.
+    pub fn resource_texts_for(&self, uri: &str) -> Vec<(&str, &Text)> {
         if let Some(i) = self.resources.iter().position(|r| r.uri == uri) {
+            let name = self.resources[i].uri.as_str();
             return self
                 .resource_texts
                 .get(i)
-                .map(|t| (self.resources[i].uri.as_str(), t));
+                .map(|t| (name, t))
+                .into_iter()
+                .collect();
         }
-        let (k, _) = self
+        let templates = self.resource_templates.iter().zip(&self.template_texts);
+        if let Some((t, text)) = templates.clone().find(|(t, _)| t.uri_template == uri) {
+            return vec![(t.uri_template.as_str(), text)];
+        }
+        let longest = self
             .template_prefixes
             .iter()
-            .enumerate()
-            .filter(|(_, (p, _))| !p.is_empty() && uri.starts_with(p.as_str()))
-            .max_by_key(|(_, (p, _))| p.len())?;
-        let template = self.resource_templates.get(k)?;
-        self.template_texts
-            .get(k)
-            .map(|t| (template.uri_template.as_str(), t))
+            .filter(|(p, _)| !p.is_empty() && uri.starts_with(p.as_str()))
+            .map(|(p, _)| p.len())
+            .max();
+        templates
+            .zip(&self.template_prefixes)
+            .filter(|(_, (p, _))| Some(p.len()) == longest && uri.starts_with(p.as_str()))
+            .map(|((t, text), _)| (t.uri_template.as_str(), text))
+            .collect()
     }
 
     /// The source serving `uri`: an exact listed URI first, then the one

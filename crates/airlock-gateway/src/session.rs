@@ -54,6 +54,16 @@ impl Session {
             UriRoute::Source(_) if !view.resource_visible(uri) => UriRoute::Unknown,
             route => route,
         };
+        Self::routed(uri, route)
+    }
+
+    /// Where an unsubscribe goes: wherever the URI routes, withheld or not,
+    /// so that a subscription made before an item was withheld can end.
+    fn unsubscribe_source(&self, uri: &str) -> Result<usize, ErrorData> {
+        Self::routed(uri, self.hub.catalog().resource(uri))
+    }
+
+    fn routed(uri: &str, route: UriRoute) -> Result<usize, ErrorData> {
         match route {
             UriRoute::Source(i) => Ok(i),
             UriRoute::Unknown => Err(ErrorData::resource_not_found(
@@ -308,7 +318,7 @@ impl ServerHandler for Session {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let source = self.resource_source(&request.uri)?;
+        let source = self.unsubscribe_source(&request.uri)?;
         self.relay(
             source,
             ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),

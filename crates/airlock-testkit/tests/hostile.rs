@@ -382,6 +382,7 @@ async fn unreviewed_prompts_and_resources_that_look_poisoned_are_withheld() {
         ("resources/read", "hostile://shifty/7"),
         ("resources/subscribe", "hostile://shifty"),
         ("resources/subscribe", "hostile://shifty/7"),
+        ("resources/read", "hostile://shifty/7/meta"),
     ]
     .into_iter()
     .enumerate()
@@ -394,6 +395,26 @@ async fn unreviewed_prompts_and_resources_that_look_poisoned_are_withheld() {
                 .as_str()
                 .is_some_and(|m| m.contains("no source offers resource")),
             "{method} {uri}: {text}"
+        );
+    }
+    // Nor completed by its template's name, while its visible sibling is.
+    for (id, template, refused) in [
+        (110, "hostile://shifty/{id}", true),
+        (111, "hostile://shifty/{id}/meta", false),
+    ] {
+        let (answer, _) = ask(
+            &mut raw,
+            id,
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": template}, "argument": {"name": "id", "value": ""}}),
+        )
+        .await;
+        assert_eq!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no source offers resource")),
+            refused,
+            "{template}: {answer}"
         );
     }
     drop(raw);

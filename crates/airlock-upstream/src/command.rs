@@ -130,6 +130,30 @@ impl CommandIdentity {
         })
     }
 
+    /// Whether what this runs can run at all: a url source can be tried; a
+    /// stdio source's program must be found and be an executable file.
+    /// Approving one that cannot run would only fail later, elsewhere.
+    pub fn runnable(&self) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        if self.endpoint.is_some() {
+            return Ok(());
+        }
+        let program = self.program.display();
+        if !self.program.is_absolute() {
+            return Err(format!(
+                "`{program}` is not found on the PATH the source is started with"
+            ));
+        }
+        match std::fs::metadata(&self.program) {
+            Err(e) => Err(format!("`{program}` cannot be read: {e}")),
+            Ok(m) if !m.is_file() => Err(format!("`{program}` is not a file")),
+            Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+                Err(format!("`{program}` is not executable"))
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+
     /// One line for a person.
     pub fn describe(&self) -> String {
         if let Some(origin) = &self.endpoint {

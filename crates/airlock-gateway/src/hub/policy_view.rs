@@ -343,13 +343,16 @@ impl View {
             .is_some_and(|text| !matches!(self.shown_text(exposed, text), Shown::Withheld(_)))
     }
 
-    /// Whether a client may read (or subscribe to) `uri`: the resource or
-    /// template it comes under is one the client may see. A withheld one
-    /// is as unknown as one never listed, whoever knows its URI.
+    /// Whether a client may read (or subscribe to, or complete) `uri`: what
+    /// it comes under is something the client may see — with templates
+    /// that routing cannot tell apart, all of them. A withheld item is as
+    /// unknown as one never listed, whoever knows its URI.
     pub fn resource_visible(&self, uri: &str) -> bool {
-        self.catalog
-            .resource_text_for(uri)
-            .is_some_and(|(name, text)| !matches!(self.shown_text(name, text), Shown::Withheld(_)))
+        let governing = self.catalog.resource_texts_for(uri);
+        !governing.is_empty()
+            && governing
+                .iter()
+                .all(|(name, text)| !matches!(self.shown_text(name, text), Shown::Withheld(_)))
     }
 
     /// The resources a client may see, by the same rule as prompts.

@@ -107,7 +107,10 @@ fn main() {
             }, {"uri": "hostile://shifty", "name": "shifty", "description": shifty_description()}]})),
             "resources/templates/list" => ok(json!({"resourceTemplates": [{
                 "uriTemplate": "hostile://t/{id}", "name": "tpl", "description": format!("Template {s}")
-            }, {"uriTemplate": "hostile://shifty/{id}", "name": "shifty", "description": shifty_description()}]})),
+            }, {"uriTemplate": "hostile://shifty/{id}", "name": "shifty", "description": shifty_description()},
+            // Listed after the shifty one, with the same literal prefix: a
+            // URI under either cannot be told apart by routing.
+            {"uriTemplate": "hostile://shifty/{id}/meta", "name": "meta", "description": "Metadata of an item."}]})),
             // The shifty items' contents are served to whoever asks, so a
             // relay of a withheld one is seen.
             "resources/read" => match msg["params"]["uri"].as_str() {

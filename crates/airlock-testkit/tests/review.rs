@@ -1,0 +1,143 @@
+//! `airlock tools review` as a person uses it: at a terminal (a real pty,
+//! through util-linux `script`), answering per item and per source, and in
+//! scripts with `--approve-all`.
+
+use std::process::Stdio;
+
+use airlock_testkit::{Scratch, bin};
+use tokio::io::AsyncWriteExt;
+
+const TWO_SOURCES: &str = r#"
+[sources.demo]
+command = "{airlock}"
+args = ["demo-server"]
+
+[sources.fixture]
+command = "{fixture}"
+"#;
+
+/// Runs `tools review` at a pseudo-terminal, typing `answers`; returns
+/// what the terminal showed.
+async fn review_at_a_terminal(
+    scratch: &Scratch,
+    config: &std::path::Path,
+    answers: &str,
+) -> String {
+    let line = format!(
+        "{} tools review --config {}",
+        bin("airlock").display(),
+        config.display()
+    );
+    let mut child = tokio::process::Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env("AIRLOCK_HOME", scratch.home())
+        .env("AIRLOCK_LOG", "warn,rmcp=error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("util-linux script runs");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(answers.as_bytes()).await.unwrap();
+    // Kept open until the review ends: the end of input means quit.
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let out = child.wait_with_output();
+        let out = out.await.unwrap();
+        drop(stdin);
+        out
+    })
+    .await
+    .expect("the review ended");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn list(scratch: &Scratch, config: &std::path::Path) -> String {
+    let out = scratch
+        .airlock(&[
+            "tools",
+            "review",
+            "--config",
+            &config.to_string_lossy(),
+            "--list",
+        ])
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `?` explains and asks again (it is not "no"), an unknown answer asks
+/// again, `a` pins the rest of a source, `s` skips the rest of one, and the
+/// items come grouped per source.
+#[tokio::test]
+async fn an_interactive_review_takes_answers_per_source() {
+    let scratch = Scratch::new();
+    let config = scratch.config(TWO_SOURCES);
+    // Commands: `?` then yes for demo, yes for fixture. Then demo's items:
+    // `maybe` (asked again), then all of demo; fixture's first item: skip
+    // the source.
+    let shown = review_at_a_terminal(&scratch, &config, "?\ny\ny\nmaybe\na\ns\n").await;
+    assert!(
+        shown.contains("q  quit; what was pinned stays pinned"),
+        "{shown}"
+    );
+    assert!(shown.contains("━━ source demo:"), "{shown}");
+    assert!(shown.contains("━━ source fixture:"), "{shown}");
+    let left = list(&scratch, &config).await;
+    assert!(!left.contains("demo__"), "all of demo was pinned: {left}");
+    assert!(
+        left.contains("fixture__echo"),
+        "fixture was skipped: {left}"
+    );
+    assert!(
+        !left.contains("NEW command"),
+        "both commands were approved: {left}"
+    );
+
+    // Quit stops at once and keeps what was pinned.
+    let shown = review_at_a_terminal(&scratch, &config, "y\nq\n").await;
+    assert!(shown.contains("left unreviewed"), "{shown}");
+    let after = list(&scratch, &config).await;
+    let before_count = left.matches("NEW tool").count();
+    assert_eq!(
+        after.matches("NEW tool").count(),
+        before_count - 1,
+        "{after}"
+    );
+}
+
+/// `--approve-all` approves no command that cannot run, and says why.
+#[tokio::test]
+async fn approve_all_refuses_a_command_that_cannot_run() {
+    let scratch = Scratch::new();
+    let config = scratch.config(
+        r#"
+[sources.demo]
+command = "{airlock}"
+args = ["demo-server"]
+
+[sources.ghost]
+command = "no-such-mcp-server-anywhere"
+"#,
+    );
+    let out = scratch
+        .airlock(&[
+            "tools",
+            "review",
+            "--config",
+            &config.to_string_lossy(),
+            "--approve-all",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("not approved: `no-such-mcp-server-anywhere` is not found"),
+        "{shown}"
+    );
+    assert!(shown.contains("approved: demo may run it"), "{shown}");
+    let left = list(&scratch, &config).await;
+    assert!(left.contains("NEW command of source ghost"), "{left}");
+}
