@@ -7,8 +7,22 @@ use std::process::ExitCode;
 use airlock_config::ClientKind;
 use anyhow::Context;
 
-pub fn run(file: &Path, out: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let (imported, toml) = airlock_config::import_json(file)?;
+pub fn run(file: &Path, out: Option<&Path>, project: Option<&str>) -> anyhow::Result<ExitCode> {
+    let (imported, toml) = airlock_config::import_json(file, project)?;
+    eprintln!("imported {}", imported.scopes.join(" and "));
+    for (dir, servers) in &imported.other_projects {
+        eprintln!(
+            "note: project {dir} has {} server(s) of its own, not imported ({}); add them with `airlock import {} --project {dir}`",
+            servers.len(),
+            servers.join(", "),
+            file.display()
+        );
+    }
+    for name in &imported.private {
+        eprintln!(
+            "note: source `{name}` reaches this machine or a private network, so it has `allow_private = true`; remove that line if the address is not one you meant to trust"
+        );
+    }
     for (from, to) in &imported.renamed {
         eprintln!(
             "note: server `{from}` becomes source `{to}` (source names use letters, digits and '-')"

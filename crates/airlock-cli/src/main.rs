@@ -58,6 +58,11 @@ enum Command {
         /// Write the TOML here instead of printing it.
         #[arg(long, short)]
         out: Option<PathBuf>,
+        /// Claude Code's ~/.claude.json: also the servers it keeps for this
+        /// project directory (its "local" scope; they win over user-scope
+        /// servers of the same name).
+        #[arg(long)]
+        project: Option<String>,
     },
     /// Show each source's state as last reported by the hub, and recent calls.
     Status {
@@ -209,7 +214,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve { config, http } => serve::run(config, http),
-        Command::Import { file, out } => import::run(&file, out.as_deref()),
+        Command::Import { file, out, project } => {
+            import::run(&file, out.as_deref(), project.as_deref())
+        }
         Command::Status { calls } => status::run(calls),
         Command::Doctor { config } => doctor::run(config),
         Command::Secret { command } => match command {

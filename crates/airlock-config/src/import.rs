@@ -23,6 +23,15 @@ struct ClientFile {
     #[serde(rename = "mcpServers")]
     mcp_servers: Option<BTreeMap<String, serde_json::Value>>,
     servers: Option<BTreeMap<String, serde_json::Value>>,
+    /// Claude Code's `~/.claude.json`: servers of one project only (its
+    /// "local" scope), by the project's directory.
+    projects: Option<BTreeMap<String, ClientProject>>,
+}
+
+#[derive(Deserialize)]
+struct ClientProject {
+    #[serde(rename = "mcpServers")]
+    mcp_servers: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -67,9 +76,57 @@ pub struct ImportOutput {
     /// Values that looked like credentials, replaced in the TOML by a
     /// reference: (secret name, where it was). The values are not kept.
     pub secrets_to_store: Vec<(String, String)>,
+    /// Which scopes of the file were imported, in words.
+    pub scopes: Vec<String>,
+    /// Projects whose own servers were not imported: (project, servers).
+    pub other_projects: Vec<(String, Vec<String>)>,
+    /// Sources whose URL is on this machine or a private network, given
+    /// `allow_private = true` (the egress guard refuses such addresses
+    /// otherwise).
+    pub private: Vec<String>,
+}
+
+/// Which client's variables a file's values may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    /// VS Code and Cursor: `${workspaceFolder}`, `${userHome}`,
+    /// `${env:NAME}`, `${input:ID}`, and `envFile`.
+    VsCode,
+    /// Claude Code: `${NAME}` and `${NAME:-default}` from the environment.
+    ClaudeCode,
+    /// Claude Desktop: values are used as written.
+    Plain,
+}
+
+impl Dialect {
+    fn of(path: &Path, client: ClientKind) -> Dialect {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let dir = path
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
+        match (client, name, dir) {
+            (ClientKind::VsCode, _, _) => Dialect::VsCode,
+            (_, ".claude.json" | ".mcp.json", _) => Dialect::ClaudeCode,
+            (_, _, ".cursor") => Dialect::VsCode,
+            _ => Dialect::Plain,
+        }
+    }
 }
 
 pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput, ConfigError> {
+    parse_client_json_for(path, text, None)
+}
+
+/// `project`: also the servers Claude Code keeps for that project in
+/// `~/.claude.json` (they win over user-scope servers of the same name, as
+/// in Claude Code).
+fn parse_client_json_for(
+    path: &Path,
+    text: &str,
+    project: Option<&str>,
+) -> Result<ImportOutput, ConfigError> {
     let file: ClientFile = serde_json::from_str(text).map_err(|e| {
         let (line, column) = (e.line(), e.column());
         ConfigError {
@@ -82,7 +139,21 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
                 .into(),
         }
     })?;
-    let (servers, top, client) = match (file.mcp_servers, file.servers) {
+    let projects: BTreeMap<String, Vec<(String, serde_json::Value)>> = file
+        .projects
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(dir, p)| {
+            let servers: Vec<_> = p.mcp_servers?.into_iter().collect();
+            (!servers.is_empty()).then_some((dir, servers))
+        })
+        .collect();
+    let user = match (&file.mcp_servers, projects.is_empty()) {
+        (None, false) => Some(BTreeMap::new()),
+        _ => file.mcp_servers,
+    };
+    let mut scopes = Vec::new();
+    let (mut servers, top, client) = match (user, file.servers) {
         (Some(s), _) => (s, "mcpServers", ClientKind::McpServers),
         (None, Some(s)) => (s, "servers", ClientKind::VsCode),
         (None, None) => {
@@ -97,11 +168,48 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
         }
     };
 
+    scopes.push(match projects.is_empty() {
+        true => format!("{} server(s)", servers.len()),
+        false => format!("{} user-scope server(s)", servers.len()),
+    });
+    let mut other_projects = Vec::new();
+    let mut found = false;
+    for (dir, own) in projects {
+        let chosen = project.is_some_and(|p| {
+            p == dir
+                || std::fs::canonicalize(p)
+                    .is_ok_and(|c| Some(c) == std::fs::canonicalize(&dir).ok())
+        });
+        if chosen {
+            found = true;
+            scopes.push(format!("{} server(s) of project {dir}", own.len()));
+            servers.extend(own);
+        } else {
+            other_projects.push((dir, own.into_iter().map(|(k, _)| k).collect::<Vec<_>>()));
+        }
+    }
+    if let (Some(p), false) = (project, found) {
+        let known: Vec<&str> = other_projects.iter().map(|(d, _)| d.as_str()).collect();
+        return Err(ConfigError::at(
+            path,
+            text,
+            None,
+            None,
+            format!("no project `{p}` with servers of its own in this file"),
+            match known.is_empty() {
+                true => "leave out --project: this file has no project servers".to_string(),
+                false => format!("projects with servers: {}", known.join(", ")),
+            },
+        ));
+    }
+
     let mut renamed = Vec::new();
     let mut skipped = Vec::new();
     let mut inputs = Vec::new();
+    let mut private = Vec::new();
     let mut sources: Vec<SourceConfig> = Vec::new();
-    let vscode = VsCode::for_file(path);
+    let dialect = Dialect::of(path, client);
+    let vscode = Variables::for_file(path, dialect);
     for (key, value) in servers {
         let at = locate_key(text, &key);
         let err = |k: Option<String>, m: String, f: String| ConfigError {
@@ -134,16 +242,19 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             skipped.push(key);
             continue;
         }
-        if client == ClientKind::VsCode {
+        if let (Some(file), false) = (&server.env_file, dialect == Dialect::VsCode) {
+            return Err(err(
+                Some(format!("{dotted}.envFile")),
+                format!(
+                    "`envFile` ({file}) is a VS Code and Cursor key, and this is not their file"
+                ),
+                "move the variables into `env`".into(),
+            ));
+        }
+        if dialect != Dialect::Plain {
             vscode
                 .resolve(&mut server, &dotted, &mut inputs)
                 .map_err(|(k, m, f)| err(Some(k), m, f))?;
-        } else if let Some(file) = &server.env_file {
-            return Err(err(
-                Some(format!("{dotted}.envFile")),
-                format!("`envFile` ({file}) is a VS Code key, and this is not a VS Code file"),
-                "move the variables into `env`".into(),
-            ));
         }
         let name = if validate_source_name(&key).is_ok() {
             key.clone()
@@ -190,6 +301,16 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
                 Some(url),
             ) => {
                 check_url(&url).map_err(|(m, f)| err(Some(format!("{dotted}.url")), m, f))?;
+                if legacy_sse(&url) {
+                    return Err(err(
+                        Some(format!("{dotted}.url")),
+                        format!("`{url}` looks like a legacy SSE endpoint, which airlock does not speak"),
+                        "use the server's Streamable HTTP endpoint (often the same address with /mcp instead of /sse)".into(),
+                    ));
+                }
+                if on_a_private_network(&url) {
+                    private.push(name.clone());
+                }
                 Transport::Http {
                     url,
                     headers: server.headers,
@@ -215,6 +336,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
                 ));
             }
         };
+        let allow_private = private.contains(&name);
         sources.push(SourceConfig {
             connection: name.clone(),
             name,
@@ -222,7 +344,7 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
             call_timeout: None,
             prefix: true,
             trusted: false,
-            allow_private: false,
+            allow_private,
             quote_output: true,
         });
     }
@@ -239,7 +361,57 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
         renamed,
         skipped,
         secrets_to_store: inputs,
+        scopes,
+        other_projects,
+        private,
     })
+}
+
+/// A URL whose last path segment is `sse`: the legacy HTTP+SSE transport's
+/// usual endpoint.
+fn legacy_sse(url: &str) -> bool {
+    reqwest_free_path(url)
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .is_some_and(|last| last.eq_ignore_ascii_case("sse"))
+}
+
+/// The path of `url`, without query or fragment.
+fn reqwest_free_path(url: &str) -> &str {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let path = rest.find('/').map(|i| &rest[i..]).unwrap_or("");
+    path.split(['?', '#']).next().unwrap_or("")
+}
+
+/// Whether `url` names this machine or a private network by its host
+/// (`localhost`, a loopback, private or link-local address).
+fn on_a_private_network(url: &str) -> bool {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    if host.eq_ignore_ascii_case("localhost") || host.to_ascii_lowercase().ends_with(".localhost") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => {
+            ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
+        }
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || (ip.segments()[0] & 0xfe00) == 0xfc00
+                || (ip.segments()[0] & 0xffc0) == 0xfe80
+        }
+        Err(_) => false,
+    }
 }
 
 /// VS Code's variables in a `servers` file: `${workspaceFolder}` (the
@@ -247,21 +419,24 @@ pub(crate) fn parse_client_json(path: &Path, text: &str) -> Result<ImportOutput,
 /// `${env:NAME}` (from the environment `import` runs in) and
 /// `${input:ID}`, which VS Code asks the person for: it becomes the stored
 /// secret `ID`. Anything else cannot be resolved outside VS Code.
-struct VsCode {
+struct Variables {
     workspace: std::path::PathBuf,
+    dialect: Dialect,
 }
 
 type Refusal = (String, String, String);
 
-impl VsCode {
-    fn for_file(path: &Path) -> VsCode {
+impl Variables {
+    fn for_file(path: &Path, dialect: Dialect) -> Variables {
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let workspace = match dir.file_name() {
-            Some(n) if n == ".vscode" => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
+            Some(n) if n == ".vscode" || n == ".cursor" => {
+                dir.parent().map(Path::to_path_buf).unwrap_or(dir)
+            }
             _ => dir,
         };
-        VsCode { workspace }
+        Variables { workspace, dialect }
     }
 
     /// Resolves every variable of `server` (at `at`) in place, and reads
@@ -338,6 +513,11 @@ impl VsCode {
                 ));
             };
             let var = &rest[start + 2..start + len];
+            if self.dialect == Dialect::ClaudeCode {
+                self.claude_code(var, key, inputs.as_deref_mut(), &mut out)?;
+                rest = &rest[start + len + 1..];
+                continue;
+            }
             match var.split_once(':') {
                 None if var == "workspaceFolder" => out.push_str(&self.workspace.to_string_lossy()),
                 None if var == "userHome" => match std::env::var("HOME") {
@@ -398,6 +578,54 @@ impl VsCode {
     }
 }
 
+impl Variables {
+    /// Claude Code's `${NAME}` / `${NAME:-default}`, pushed onto `out`.
+    fn claude_code(
+        &self,
+        var: &str,
+        key: &str,
+        inputs: Option<&mut Vec<(String, String)>>,
+        out: &mut String,
+    ) -> Result<(), Refusal> {
+        let refuse = |m: String, f: &str| (key.to_string(), m, f.to_string());
+        let (name, default) = match var.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (var, None),
+        };
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(refuse(
+                format!("`${{{var}}}` is not a variable Claude Code expands"),
+                "write `${NAME}` or `${NAME:-default}`, or the value itself",
+            ));
+        }
+        // A credential is never read into the file.
+        if let Some(inputs) = inputs
+            && crate::credentials::names_a_credential(name)
+        {
+            let secret = secret_name(name);
+            out.push_str(&format!("${{secret:{secret}}}"));
+            inputs.push((secret, format!("{key} (`${{{name}}}`)")));
+            return Ok(());
+        }
+        match (std::env::var(name), default) {
+            (Ok(v), _) => out.push_str(&v),
+            (Err(_), Some(d)) => out.push_str(d),
+            (Err(_), None) => {
+                return Err(refuse(
+                    format!("`${{{name}}}` is not set in this environment and has no default"),
+                    "set it and import again, write `${NAME:-default}`, or write the value (a credential: `airlock secret set NAME` and \"${secret:NAME}\")",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A secret name for a VS Code input id: letters, digits, '_' and '-'.
 fn secret_name(id: &str) -> String {
     let name: String = id
@@ -447,10 +675,14 @@ fn locate_key(text: &str, key: &str) -> (usize, usize) {
         .unwrap_or((1, 1))
 }
 
-/// Reads a client JSON file and renders the equivalent airlock TOML.
-pub fn import_json(path: &Path) -> Result<(ImportOutput, String), ConfigError> {
+/// Reads a client JSON file and renders the equivalent airlock TOML; with
+/// `project`, also that project's own servers from Claude Code's file.
+pub fn import_json(
+    path: &Path,
+    project: Option<&str>,
+) -> Result<(ImportOutput, String), ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError::io(path, &e))?;
-    let mut out = parse_client_json(path, &text)?;
+    let mut out = parse_client_json_for(path, &text, project)?;
     // A secret in a server's arguments cannot be moved anywhere safe: every
     // local user can read a command line. Say so, with the fix.
     let top = match out.client {
@@ -561,6 +793,9 @@ pub fn render_toml(config: &Config) -> String {
                 }
             }
         }
+        if s.allow_private {
+            t.insert("allow_private".into(), true.into());
+        }
         sources.insert(s.name.clone(), toml::Value::Table(t));
     }
     let mut root = toml::Table::new();
@@ -632,7 +867,7 @@ mod tests {
                          "envFile": "${workspaceFolder}/.env"}}}"#,
         )
         .unwrap();
-        let (out, toml) = import_json(&file).unwrap();
+        let (out, toml) = import_json(&file, None).unwrap();
         assert_eq!(out.client, ClientKind::VsCode);
         let workspace = std::fs::canonicalize(dir.path()).unwrap();
         let Transport::Stdio { args, .. } = &out.config.sources[0].transport else {
@@ -689,7 +924,121 @@ mod tests {
             assert!(e.message.contains(wanted), "{server}: {e}");
         }
         let e = parse(r#"{"mcpServers": {"s": {"command": "x", "envFile": ".env"}}}"#).unwrap_err();
-        assert!(e.message.contains("VS Code key"), "{e}");
+        assert!(e.message.contains("VS Code and Cursor key"), "{e}");
+    }
+
+    /// Claude Code's `~/.claude.json`, shaped as Claude Code writes it:
+    /// user-scope servers at the top, each project's own under `projects`,
+    /// beside settings that are not ours.
+    #[test]
+    fn claude_code_scopes_are_named_and_a_project_is_imported_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("app");
+        std::fs::create_dir(&app).unwrap();
+        let file = dir.path().join(".claude.json");
+        let text = serde_json::json!({
+            "numStartups": 12,
+            "mcpServers": {
+                "fs": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},
+                "shared": {"command": "user-version"}
+            },
+            "projects": {
+                app.to_string_lossy(): {
+                    "allowedTools": [],
+                    "mcpServers": {"shared": {"command": "project-version"}, "db": {"command": "db-server"}}
+                },
+                "/somewhere/else": {"mcpServers": {}}
+            }
+        })
+        .to_string();
+        std::fs::write(&file, &text).unwrap();
+        let (out, _) = import_json(&file, None).unwrap();
+        let names: Vec<&str> = out.config.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["fs", "shared"]);
+        assert_eq!(out.scopes, ["2 user-scope server(s)"]);
+        assert_eq!(
+            out.other_projects,
+            [(
+                app.to_string_lossy().into_owned(),
+                vec!["db".to_string(), "shared".to_string()]
+            )]
+        );
+        let (out, _) = import_json(&file, Some(&app.to_string_lossy())).unwrap();
+        let names: Vec<&str> = out.config.sources.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["db", "fs", "shared"]);
+        let shared = &out.config.sources[2];
+        assert!(
+            matches!(&shared.transport, Transport::Stdio { command, .. } if command == "project-version"),
+            "the project's own wins, as in Claude Code"
+        );
+        assert!(out.other_projects.is_empty());
+        let e = import_json(&file, Some("/not/a/project")).unwrap_err();
+        assert!(e.fix.contains(&*app.to_string_lossy()), "{e}");
+    }
+
+    #[test]
+    fn claude_code_variables_expand_as_claude_code_expands_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(".mcp.json");
+        let home = std::env::var("HOME").expect("HOME is set");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"s": {"command": "${AIRLOCK_IMPORT_TEST_BIN:-node}",
+                "args": ["${HOME}/x"],
+                "env": {"API_TOKEN": "${API_TOKEN}", "MODE": "${AIRLOCK_IMPORT_TEST_MODE:-fast}"}}}}"#,
+        )
+        .unwrap();
+        let (out, toml) = import_json(&file, None).unwrap();
+        let Transport::Stdio {
+            command, args, env, ..
+        } = &out.config.sources[0].transport
+        else {
+            panic!("stdio");
+        };
+        assert_eq!(command, "node");
+        assert_eq!(args[0], format!("{home}/x"));
+        assert_eq!(env["MODE"], "fast");
+        assert_eq!(env["API_TOKEN"], "${secret:API_TOKEN}", "{toml}");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {"s": {"command": "${AIRLOCK_IMPORT_TEST_UNSET}"}}}"#,
+        )
+        .unwrap();
+        let e = import_json(&file, None).unwrap_err();
+        assert!(e.message.contains("is not set"), "{e}");
+        // Claude Desktop expands nothing: the value is used as written.
+        let desktop = dir.path().join("claude_desktop_config.json");
+        std::fs::write(
+            &desktop,
+            r#"{"mcpServers": {"s": {"command": "${NOT_EXPANDED}"}}}"#,
+        )
+        .unwrap();
+        let (out, _) = import_json(&desktop, None).unwrap();
+        assert!(
+            matches!(&out.config.sources[0].transport, Transport::Stdio { command, .. } if command == "${NOT_EXPANDED}")
+        );
+    }
+
+    #[test]
+    fn sse_endpoints_are_refused_and_local_urls_allowed_private() {
+        let e =
+            parse(r#"{"mcpServers": {"old": {"url": "http://localhost:8080/sse"}}}"#).unwrap_err();
+        assert!(e.message.contains("legacy SSE"), "{e}");
+        assert!(e.fix.contains("/mcp"), "{e}");
+        let out = parse(
+            r#"{"mcpServers": {"local": {"url": "http://127.0.0.1:8080/mcp"}, "lan": {"url": "https://[fd00::1]/mcp"},
+                "remote": {"url": "https://mcp.example.com/mcp"}, "named": {"url": "https://api.localhost:3000/mcp"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(out.private, ["lan", "local", "named"]);
+        let toml = render_toml(&out.config);
+        assert_eq!(toml.matches("allow_private = true").count(), 3, "{toml}");
+        assert!(
+            !out.config
+                .sources
+                .iter()
+                .any(|s| s.name == "remote" && s.allow_private)
+        );
     }
 
     #[test]
@@ -724,7 +1073,7 @@ mod tests {
                 "api": {"url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer sk-proj-abcdefghijklmnop"}}}}"#,
         )
         .unwrap();
-        let (out, toml) = import_json(&path).unwrap();
+        let (out, toml) = import_json(&path, None).unwrap();
         assert!(!toml.contains("ghp_16C7e42F"), "{toml}");
         assert!(!toml.contains("sk-proj"), "{toml}");
         assert!(toml.contains("secret:GH_GITHUB_TOKEN"), "{toml}");
@@ -750,7 +1099,7 @@ mod tests {
                 "env": {"CACHE_URL": "redis://:s3cr3tpw@cache:6379/0"}}}}"#,
         )
         .unwrap();
-        let (out, toml) = import_json(&path).unwrap();
+        let (out, toml) = import_json(&path, None).unwrap();
         assert!(!toml.contains("s3cr3tpw"), "{toml}");
         assert!(
             toml.contains("redis://:${secret:PG_CACHE_URL_PASSWORD}@cache"),
@@ -764,7 +1113,7 @@ mod tests {
             r#"{"mcpServers": {"pg": {"command": "npx", "args": ["-y", "server-postgres", "postgresql://app:hunter2hunter2@db.internal/app"]}}}"#,
         )
         .unwrap();
-        let e = import_json(&path).unwrap_err();
+        let e = import_json(&path, None).unwrap_err();
         assert!(e.message.contains("read a process's arguments"), "{e}");
         assert!(!e.to_string().contains("hunter2"), "{e}");
         // Written literally in TOML, the same source is refused with the fix.

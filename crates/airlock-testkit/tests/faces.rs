@@ -290,6 +290,82 @@ async fn a_vs_code_file_gets_a_vs_code_snippet() {
     );
 }
 
+/// Claude Code's `~/.claude.json`: the project servers it keeps are named,
+/// not dropped, and `--project` brings them in; a local URL gets
+/// `allow_private`, and the TOML it writes is one airlock accepts.
+#[tokio::test]
+async fn a_claude_code_file_names_its_project_servers_and_imports_them_on_request() {
+    let scratch = Scratch::new();
+    let project = scratch.dir.path().join("app");
+    std::fs::create_dir(&project).unwrap();
+    let json_path = scratch.dir.path().join(".claude.json");
+    let file = serde_json::json!({
+        "mcpServers": {"local-api": {"type": "http", "url": "http://localhost:9/mcp"}},
+        "projects": {project.to_string_lossy(): {"mcpServers": {"db": {"command": "db-server", "args": ["${HOME}"]}}}}
+    });
+    std::fs::write(&json_path, file.to_string()).unwrap();
+    let import = |args: Vec<String>| {
+        let mut all = vec![
+            "import".to_string(),
+            json_path.to_string_lossy().into_owned(),
+        ];
+        all.extend(args);
+        let cmd = scratch
+            .airlock(&all.iter().map(String::as_str).collect::<Vec<_>>())
+            .output();
+        async move {
+            let out = cmd.await.unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let (toml, said) = import(vec![]).await;
+    assert!(said.contains("imported 1 user-scope server(s)"), "{said}");
+    assert!(
+        said.contains("has 1 server(s) of its own, not imported (db)"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("--project {}", project.display())),
+        "{said}"
+    );
+    assert!(said.contains("`local-api` reaches this machine"), "{said}");
+    assert!(toml.contains("allow_private = true"), "{toml}");
+    assert!(!toml.contains("db-server"), "{toml}");
+    let out_path = scratch.dir.path().join("with-project.toml");
+    let (_, said) = import(vec![
+        "--project".into(),
+        project.to_string_lossy().into_owned(),
+        "--out".into(),
+        out_path.to_string_lossy().into_owned(),
+    ])
+    .await;
+    assert!(said.contains("1 server(s) of project"), "{said}");
+    let toml = std::fs::read_to_string(&out_path).unwrap();
+    assert!(toml.contains("db-server"), "{toml}");
+    assert!(
+        !toml.contains("${HOME}"),
+        "expanded as Claude Code does: {toml}"
+    );
+    let check = scratch
+        .airlock(&["policy", "check", "--config", &out_path.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn children_do_not_outlive_airlock() {
