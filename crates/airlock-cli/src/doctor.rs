@@ -38,7 +38,7 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let timeout = config.hub.connect_timeout;
         let hub = Hub::probe(config, store, secrets);
-        hub.settled(timeout).await;
+        crate::show::sources_settled(&hub, timeout).await;
         for s in hub.sources() {
             let state = s.state();
             if state.label() == "ready" {

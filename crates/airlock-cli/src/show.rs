@@ -82,6 +82,45 @@ impl Table {
     }
 }
 
+/// Waits, up to `limit`, for every source of a one-shot command's hub to
+/// start or fail, saying on stderr what it waits for: at once, then every
+/// five seconds the sources still starting (stdout stays the report).
+pub async fn sources_settled(hub: &airlock_gateway::Hub, limit: std::time::Duration) {
+    let count = hub.sources().len();
+    if count == 0 {
+        return;
+    }
+    eprintln!(
+        "starting {count} source(s), waiting up to {}s for each…",
+        limit.as_secs()
+    );
+    let began = std::time::Instant::now();
+    let settled = hub.settled(limit);
+    tokio::pin!(settled);
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = &mut settled => break,
+            _ = tick.tick() => {
+                let waiting: Vec<String> = hub
+                    .sources()
+                    .iter()
+                    .filter(|s| s.state().label() == "starting")
+                    .map(|s| s.name().to_string())
+                    .collect();
+                if !waiting.is_empty() {
+                    eprintln!(
+                        "  still starting after {}s: {}",
+                        began.elapsed().as_secs(),
+                        waiting.join(", ")
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

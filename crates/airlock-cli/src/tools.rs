@@ -85,7 +85,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     let timeout = config.hub.connect_timeout;
     let (pending, others, failed, withheld) = runtime.block_on(async {
         let hub = Hub::probe(config, shared, home::hub_secrets()?);
-        hub.settled(timeout).await;
+        crate::show::sources_settled(&hub, timeout).await;
         let failed: Vec<String> = hub
             .sources()
             .iter()

@@ -141,3 +141,53 @@ command = "no-such-mcp-server-anywhere"
     let left = list(&scratch, &config).await;
     assert!(left.contains("NEW command of source ghost"), "{left}");
 }
+
+/// A one-shot command waiting on a source that never answers says what it
+/// waits for while it waits, then why the source failed, with nothing of a
+/// next attempt it will not make.
+#[tokio::test]
+async fn doctor_says_what_it_waits_for_and_why_a_hanging_source_failed() {
+    let scratch = Scratch::new();
+    let config = scratch.config(
+        r#"
+[hub]
+connect_timeout = "6s"
+
+[sources.demo]
+command = "{airlock}"
+args = ["demo-server"]
+
+[sources.mute]
+command = "sleep"
+args = ["30"]
+"#,
+    );
+    scratch.approve_commands(&config, &["demo", "mute"]).await;
+    let out = scratch
+        .airlock(&["doctor", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    let (report, progress) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        progress.contains("starting 2 source(s), waiting up to 6s"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("still starting after 5s: mute"),
+        "{progress}"
+    );
+    assert!(
+        !progress.contains("demo,"),
+        "demo was ready at once: {progress}"
+    );
+    assert!(
+        report.contains("FAIL  source mute: failed — no MCP handshake within 6s"),
+        "{report}"
+    );
+    assert!(!report.contains("next attempt"), "{report}");
+    assert_eq!(out.status.code(), Some(2));
+}
