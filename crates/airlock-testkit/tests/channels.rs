@@ -574,6 +574,53 @@ async fn page_shows_the_inbox_across_reloads_and_approves() {
     assert_eq!(status, 404);
 }
 
+/// Arguments longer than the 4 KB the inbox shows are there whole on
+/// request, for the page's own session only, scrubbed like the rest.
+#[tokio::test]
+async fn the_page_shows_long_arguments_whole_on_request() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(ASKING).await;
+    let client = Arc::new(scratch.stdio_client(&config, ()).await);
+    let c = client.clone();
+    let long = format!("{}THE-END", "x".repeat(10_000));
+    let text = long.clone();
+    let _waiting = tokio::spawn(async move {
+        c.call_tool(call("fixture__echo", json!({ "text": text })))
+            .await
+    });
+    let id = scratch.pending_id().await;
+    let page = Page::open(&scratch).await;
+    let inbox = page.pending().await;
+    let shown = inbox[0]["arguments"].as_str().unwrap();
+    assert!(
+        shown.len() < 5000 && !shown.contains("THE-END"),
+        "{}",
+        shown.len()
+    );
+    assert_eq!(inbox[0]["arguments_cut"], true, "{inbox:?}");
+    assert!(inbox[0]["arguments_bytes"].as_u64().unwrap() > 10_000);
+    let whole = |cookie: Option<String>, id: String| {
+        let mut req = page.http.get(format!("{}/api/arguments/{id}", page.base));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        req.send()
+    };
+    let r = whole(Some(page.cookie.clone()), id.clone()).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["arguments"].as_str().unwrap().contains(&long),
+        "{body}"
+    );
+    // Not without the session, and not for a call that is not waiting.
+    assert_eq!(whole(None, id.clone()).await.unwrap().status(), 401);
+    let r = whole(Some(page.cookie.clone()), "0".repeat(32))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
 /// With several hubs on one data directory, any hub's page shows every
 /// waiting call, and its decision wakes the call in the hub it waits in.
 #[tokio::test]

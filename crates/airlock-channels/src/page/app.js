@@ -30,6 +30,26 @@ function card(call) {
     b.addEventListener("click", () => decide(call.id, choice));
     return b;
   });
+  const pre = el("pre", { className: "arguments", textContent: call.arguments });
+  const args = el("div", {}, pre);
+  if (call.arguments_cut) {
+    // Only the first 4 KB came with the list; the rest on request.
+    const more = el("button", { type: "button", className: "more",
+      textContent: "Show all " + call.arguments_bytes + " bytes" });
+    more.addEventListener("click", async () => {
+      more.disabled = true;
+      try {
+        const r = await fetch("/api/arguments/" + encodeURIComponent(call.id));
+        const body = await r.json();
+        if (!r.ok) throw new Error(body.error || ("HTTP " + r.status));
+        pre.textContent = body.arguments;
+        more.remove();
+      } catch (e) {
+        more.textContent = "could not load them: " + e.message;
+      }
+    });
+    args.append(more);
+  }
   const details = el("dl", {},
     el("dt", { textContent: "Connection" }), el("dd", { textContent: call.connection }),
     el("dt", { textContent: "What it does" }), el("dd", { textContent: call.description || "(no description)" }),
@@ -38,7 +58,7 @@ function card(call) {
   const node = el("li", { className: "call", id: "call-" + call.id },
     el("h2", { textContent: call.tool }),
     details,
-    el("pre", { className: "arguments", textContent: call.arguments }),
+    args,
     el("div", { className: "choices" }, ...buttons),
     result);
   node.dataset.id = call.id;

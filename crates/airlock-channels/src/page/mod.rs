@@ -170,6 +170,7 @@ fn router(inner: Arc<Inner>) -> Router {
             get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
         )
         .route("/api/pending", get(pending))
+        .route("/api/arguments/{id}", get(arguments))
         .route("/api/decide", post(decide))
         .layer(DefaultBodyLimit::max(16 * 1024))
         .layer(middleware::from_fn_with_state(inner.clone(), guard))
@@ -316,7 +317,11 @@ struct Waiting {
     connection: String,
     description: String,
     reason: String,
+    /// Capped at [`ledger::ARGS_SHOWN`]; `arguments_bytes` says how long
+    /// they are in all, and `/api/arguments/ID` gives them whole.
     arguments: String,
+    arguments_bytes: usize,
+    arguments_cut: bool,
     expires_in_ms: i64,
 }
 
@@ -336,8 +341,15 @@ async fn pending(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Respons
     let list: Vec<Waiting> = rows
         .into_iter()
         .filter(|r| r.state == LedgerState::Pending && r.call.principal == principal)
-        .map(|r| Waiting {
-            arguments: shown_arguments(&inner.scrub, &r.call.arguments),
+        .map(|r| {
+            let whole = whole_arguments(&inner.scrub, &r.call.arguments);
+            let shown = ledger::shown(&whole);
+            (r, whole.len(), shown)
+        })
+        .map(|(r, bytes, shown)| Waiting {
+            arguments_bytes: bytes,
+            arguments_cut: shown.len() != bytes,
+            arguments: shown,
             id: r.id,
             tool: r.call.tool,
             connection: r.call.connection,
@@ -349,12 +361,42 @@ async fn pending(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Respons
     axum::Json(json!({ "pending": list })).into_response()
 }
 
-/// Pretty-printed, scrubbed, capped like every channel's.
-fn shown_arguments(scrub: &Scrub, canonical: &str) -> String {
+/// Pretty-printed and scrubbed, whole.
+fn whole_arguments(scrub: &Scrub, canonical: &str) -> String {
     let pretty = serde_json::from_str::<serde_json::Value>(canonical)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| canonical.to_string());
-    ledger::shown(&scrub(&pretty))
+    scrub(&pretty)
+}
+
+/// One waiting call's arguments whole, for the person who asks to see
+/// more than the first 4 KB: same session, same owner, same scrubbing.
+async fn arguments(
+    State(inner): State<Arc<Inner>>,
+    headers: HeaderMap,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if inner.session(&headers).is_none() {
+        return refuse(StatusCode::UNAUTHORIZED, "no page session; open a new link");
+    }
+    let store = inner.store.clone();
+    let rows = match tokio::task::spawn_blocking(move || store.ledger_list(false)).await {
+        Ok(Ok(rows)) => rows,
+        Ok(Err(e)) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    let principal = inner.desk.principal();
+    match rows
+        .into_iter()
+        .find(|r| r.id == id && r.state == LedgerState::Pending && r.call.principal == principal)
+    {
+        Some(r) => axum::Json(json!({
+            "id": r.id,
+            "arguments": whole_arguments(&inner.scrub, &r.call.arguments),
+        }))
+        .into_response(),
+        None => refuse(StatusCode::NOT_FOUND, "no such waiting call"),
+    }
 }
 
 #[derive(Deserialize)]
