@@ -52,12 +52,14 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
                 );
             } else {
                 problems += 1;
-                println!(
-                    "FAIL  source {}: {} — {}",
-                    s.name(),
-                    state.label(),
-                    state.reason()
-                );
+                let reason = match state.reason() {
+                    r if r.is_empty() => format!(
+                        "it had not finished starting after {}s",
+                        timeout.as_secs()
+                    ),
+                    r => r,
+                };
+                println!("FAIL  source {}: {} — {reason}", s.name(), state.label());
             }
         }
         for w in &hub.catalog().withheld {

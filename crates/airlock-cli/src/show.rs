@@ -95,7 +95,9 @@ pub async fn sources_settled(hub: &airlock_gateway::Hub, limit: std::time::Durat
         limit.as_secs()
     );
     let began = std::time::Instant::now();
-    let settled = hub.settled(limit);
+    // A little past the limit, so that a source's own handshake timeout
+    // (the same limit, counted from its start) has fired and says why.
+    let settled = hub.settled(limit + std::time::Duration::from_secs(1));
     tokio::pin!(settled);
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
     tick.tick().await;

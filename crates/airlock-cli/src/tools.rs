@@ -90,7 +90,14 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             .sources()
             .iter()
             .filter(|s| s.state().label() != "ready")
-            .map(|s| format!("{}: {}", s.name(), s.state().reason()))
+            .map(|s| match s.state().reason() {
+                r if r.is_empty() => format!(
+                    "{}: it had not finished starting after {}s",
+                    s.name(),
+                    timeout.as_secs()
+                ),
+                r => format!("{}: {r}", s.name()),
+            })
             .collect();
         let catalog = hub.catalog();
         let mut pending = Vec::new();
@@ -188,7 +195,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             "Nothing to review from the sources that started, but {} did not start (above): review again once they do.",
             failed.len()
         );
-        return Ok(ExitCode::from(2));
+        return Ok(ExitCode::SUCCESS);
     }
     let reviewer = reviewer();
     let mut approved = 0;

@@ -134,7 +134,7 @@ command = "no-such-mcp-server-anywhere"
         .unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
-        shown.contains("not approved: `no-such-mcp-server-anywhere` is not found"),
+        shown.contains("not approved: program not found: `no-such-mcp-server-anywhere`"),
         "{shown}"
     );
     assert!(shown.contains("approved: demo may run it"), "{shown}");
@@ -190,4 +190,44 @@ args = ["30"]
     );
     assert!(!report.contains("next attempt"), "{report}");
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// A source that cannot be reached fails in a person's terms: where and
+/// what, never the SDK's type names.
+#[tokio::test]
+async fn a_failed_handshake_is_told_without_type_names() {
+    let scratch = Scratch::new();
+    // A port nothing listens on: bound, then dropped.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = scratch.config(&format!(
+        "[hub]\nconnect_timeout = \"3s\"\n\n[sources.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\nallow_private = true\n"
+    ));
+    scratch.approve_commands(&config, &["web"]).await;
+    let out = scratch
+        .airlock(&["doctor", "--config", &config.to_string_lossy()])
+        .output()
+        .await
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("FAIL  source web"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains(&format!("http://127.0.0.1:{port}/mcp")),
+        "{line}"
+    );
+    for leaked in [
+        "rmcp::",
+        "WorkerTransport",
+        "airlock_upstream::",
+        "<",
+        "Some(",
+    ] {
+        assert!(!line.contains(leaked), "`{leaked}` in {line}");
+    }
 }

@@ -141,10 +141,13 @@ impl CommandIdentity {
         let program = self.program.display();
         if !self.program.is_absolute() {
             return Err(format!(
-                "`{program}` is not found on the PATH the source is started with"
+                "program not found: `{program}` is not on the PATH the source is started with"
             ));
         }
         match std::fs::metadata(&self.program) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(format!("program not found: `{program}`"))
+            }
             Err(e) => Err(format!("`{program}` cannot be read: {e}")),
             Ok(m) if !m.is_file() => Err(format!("`{program}` is not a file")),
             Ok(m) if m.permissions().mode() & 0o111 == 0 => {

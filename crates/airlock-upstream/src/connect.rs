@@ -210,7 +210,7 @@ pub(crate) async fn connect(
                     let _ = child.start_kill();
                     let exited = child.try_wait().ok().flatten();
                     let tail = stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
-                    let mut msg = format!("the MCP handshake failed: {e}");
+                    let mut msg = format!("the MCP handshake failed: {}", handshake_failure(&e));
                     if let Some(s) = exited {
                         msg.push_str(&format!("; the process exited ({s})"));
                     }
@@ -246,7 +246,12 @@ pub(crate) async fn connect(
             );
             let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
                 Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(format!("the MCP handshake with {url} failed: {e}")),
+                Ok(Err(e)) => {
+                    return Err(format!(
+                        "the MCP handshake with {url} failed: {}",
+                        handshake_failure(&e)
+                    ));
+                }
                 Err(_) => {
                     return Err(format!(
                         "no MCP handshake from {url} within {}s",
@@ -288,3 +293,38 @@ fn die_with_parent(cmd: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
+
+/// Why a handshake failed, in a person's terms: the transport's own error
+/// and its causes, without the SDK's type names or debug dumps.
+fn handshake_failure(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::TransportError { error, context } => {
+            format!(
+                "{} (when it tried to {context})",
+                causes(error.error.as_ref())
+            )
+        }
+        E::ExpectedInitResponse(_) => {
+            "it answered with something other than its initialize response".into()
+        }
+        E::ExpectedInitResult(_) => "its answer to initialize was not an initialize result".into(),
+        E::JsonRpcError(error) => format!("it refused initialize: {}", error.message),
+        other => other.to_string(),
+    }
+}
+
+/// An error and each cause under it, joined by `: `, a cause that its
+/// parent already quotes left out.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}

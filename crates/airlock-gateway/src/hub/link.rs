@@ -145,6 +145,9 @@ impl Downstream for Link {
         if hub.builtin {
             return Ok(());
         }
+        // A program that cannot run says so first: reviewing it would not
+        // help, and review does not approve it.
+        command.runnable()?;
         match hub.store.approved_command(source) {
             Ok(Some(f)) if f == command.fingerprint() => Ok(()),
             Ok(Some(_)) => Err(format!(
