@@ -187,14 +187,14 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         println!("withheld from clients (nothing to pin): {w}");
     }
     if pending.is_empty() {
-        if failed.is_empty() {
-            println!("Every tool, prompt and resource matches what was reviewed. Nothing to do.");
-            return Ok(ExitCode::SUCCESS);
+        match failed.len() {
+            0 => println!(
+                "Every tool, prompt and resource matches what was reviewed. Nothing to do."
+            ),
+            n => println!(
+                "Nothing to review from the sources that started, but {n} did not start (above): review again once they do."
+            ),
         }
-        println!(
-            "Nothing to review from the sources that started, but {} did not start (above): review again once they do.",
-            failed.len()
-        );
         return Ok(ExitCode::SUCCESS);
     }
     let reviewer = reviewer();

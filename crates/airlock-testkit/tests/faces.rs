@@ -366,6 +366,33 @@ async fn a_claude_code_file_names_its_project_servers_and_imports_them_on_reques
     );
 }
 
+/// stdin a pipe with nothing written yet, stdout not a pipe (a client that
+/// logs its server's output to a file): airlock waits for input instead of
+/// failing its first read with EAGAIN, which it did when it made stdin
+/// non-blocking for a fast path it then did not take.
+#[tokio::test]
+async fn a_quiet_stdin_pipe_with_stdout_to_a_file_is_waited_on() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(DEMO).await;
+    let out = std::fs::File::create(scratch.dir.path().join("stdout.log")).unwrap();
+    let mut hub = scratch
+        .airlock(&["serve", "--config", &config.to_string_lossy()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(out)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let exited = hub.try_wait().unwrap();
+    let _ = hub.start_kill();
+    let said = hub.wait_with_output().await.unwrap();
+    assert!(
+        exited.is_none(),
+        "airlock exited ({exited:?}): {}",
+        String::from_utf8_lossy(&said.stderr)
+    );
+}
+
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn children_do_not_outlive_airlock() {

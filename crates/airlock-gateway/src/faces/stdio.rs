@@ -35,7 +35,21 @@ fn stdio() -> (Input, Output) {
     #[cfg(unix)]
     {
         use std::os::fd::AsFd;
+        use std::os::unix::fs::FileTypeExt;
         use tokio::net::unix::pipe;
+        // Both or neither: making a pipe end a tokio one sets O_NONBLOCK on
+        // the open file, so stdin taken over alone, with stdout not a pipe,
+        // would leave tokio's blocking stdin reading EAGAIN.
+        let fifo = |fd: std::os::fd::BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .ok()
+                .map(std::fs::File::from)
+                .and_then(|f| f.metadata().ok())
+                .is_some_and(|m| m.file_type().is_fifo())
+        };
+        if !fifo(std::io::stdin().as_fd()) || !fifo(std::io::stdout().as_fd()) {
+            return (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()));
+        }
         let input = std::io::stdin()
             .as_fd()
             .try_clone_to_owned()
