@@ -330,17 +330,13 @@ async fn pending(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Respons
         return refuse(StatusCode::UNAUTHORIZED, "no page session; open a new link");
     }
     *inner.last_seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-    let store = inner.store.clone();
-    let rows = match tokio::task::spawn_blocking(move || store.ledger_list(false)).await {
-        Ok(Ok(rows)) => rows,
-        Ok(Err(e)) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    let rows = match waiting_rows(&inner).await {
+        Ok(rows) => rows,
+        Err(refused) => return refused,
     };
     let now = now_ms();
-    let principal = inner.desk.principal();
     let list: Vec<Waiting> = rows
         .into_iter()
-        .filter(|r| r.state == LedgerState::Pending && r.call.principal == principal)
         .map(|r| {
             let whole = whole_arguments(&inner.scrub, &r.call.arguments);
             let shown = ledger::shown(&whole);
@@ -369,6 +365,21 @@ fn whole_arguments(scrub: &Scrub, canonical: &str) -> String {
     scrub(&pretty)
 }
 
+/// The calls waiting for this page's person: pending rows of its principal.
+async fn waiting_rows(inner: &Inner) -> Result<Vec<ledger::ApprovalRow>, Response> {
+    let store = inner.store.clone();
+    let rows = match tokio::task::spawn_blocking(move || store.ledger_list(false)).await {
+        Ok(Ok(rows)) => rows,
+        Ok(Err(e)) => return Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+        Err(e) => return Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())),
+    };
+    let principal = inner.desk.principal();
+    Ok(rows
+        .into_iter()
+        .filter(|r| r.state == LedgerState::Pending && r.call.principal == principal)
+        .collect())
+}
+
 /// One waiting call's arguments whole, for the person who asks to see
 /// more than the first 4 KB: same session, same owner, same scrubbing.
 async fn arguments(
@@ -379,17 +390,11 @@ async fn arguments(
     if inner.session(&headers).is_none() {
         return refuse(StatusCode::UNAUTHORIZED, "no page session; open a new link");
     }
-    let store = inner.store.clone();
-    let rows = match tokio::task::spawn_blocking(move || store.ledger_list(false)).await {
-        Ok(Ok(rows)) => rows,
-        Ok(Err(e)) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    let rows = match waiting_rows(&inner).await {
+        Ok(rows) => rows,
+        Err(refused) => return refused,
     };
-    let principal = inner.desk.principal();
-    match rows
-        .into_iter()
-        .find(|r| r.id == id && r.state == LedgerState::Pending && r.call.principal == principal)
-    {
+    match rows.into_iter().find(|r| r.id == id) {
         Some(r) => axum::Json(json!({
             "id": r.id,
             "arguments": whole_arguments(&inner.scrub, &r.call.arguments),
