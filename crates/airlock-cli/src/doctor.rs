@@ -44,8 +44,9 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             if state.label() == "ready" {
                 let snap = s.snapshot();
                 println!(
-                    "ok    source {}: {} tools, {} resources, {} prompts",
+                    "ok    source {}: protocol {}, {} tools, {} resources, {} prompts",
                     s.name(),
+                    s.protocol_version().unwrap_or_default(),
                     snap.tools.len(),
                     snap.resources.len(),
                     snap.prompts.len()

@@ -110,6 +110,7 @@ fn report(hub: Arc<Hub>, face: String, config: String) -> Arc<dyn Fn() -> HubRep
                     name: s.name().to_string(),
                     state: state.label().to_string(),
                     detail: state.detail(),
+                    protocol: s.protocol_version().unwrap_or_default(),
                 }
             })
             .collect(),

@@ -55,7 +55,11 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
         );
         for s in &hub.sources {
             unhealthy |= s.state == "failed";
-            print_source(&s.name, &s.state, &s.detail, "");
+            let detail = match s.protocol.as_str() {
+                "" => s.detail.clone(),
+                version => format!("protocol {version}"),
+            };
+            print_source(&s.name, &s.state, &detail, "");
         }
     }
     let token = crate::token::path(&dir);

@@ -346,6 +346,7 @@ fn parse_client_json_for(
             trusted: false,
             allow_private,
             quote_output: true,
+            protocol: crate::model::Protocol::Auto,
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

@@ -27,7 +27,7 @@ pub use credentials::names_a_credential;
 pub use error::ConfigError;
 pub use import::{ClientKind, ImportOutput, import_json};
 pub use model::{
-    Action, ApprovalPage, ArgCondition, ArgTest, Config, HubSettings, Layer, RuleConfig,
+    Action, ApprovalPage, ArgCondition, ArgTest, Config, HubSettings, Layer, Protocol, RuleConfig,
     SourceConfig, Transport,
 };
 pub use names::{SOURCE_NAME_RULE, validate_source_name};

@@ -171,6 +171,31 @@ pub struct SourceConfig {
     /// Text results are wrapped as quoted data (the untrusted-content
     /// envelope). Default: on unless the source is `trusted`.
     pub quote_output: bool,
+    /// Which protocol lifecycle airlock speaks to this source.
+    pub protocol: Protocol,
+}
+
+/// How airlock opens its session with a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// Ask with `server/discover` and speak 2026-07-28 where the source
+    /// offers it; the `initialize` handshake otherwise.
+    #[default]
+    Auto,
+    /// Only the `initialize` handshake (2025-11-25 and earlier).
+    Legacy,
+    /// Only 2026-07-28; a source that does not speak it fails to start.
+    Modern,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Auto => "auto",
+            Protocol::Legacy => "legacy",
+            Protocol::Modern => "2026-07-28",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -217,6 +242,7 @@ impl Config {
                 // so after review its reads flow and its writes ask.
                 trusted: true,
                 quote_output: false,
+                protocol: Protocol::Auto,
                 connection: "demo".into(),
                 allow_private: false,
             }],

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::model::{ApprovalPage, Config, HubSettings, Layer, SourceConfig, Transport};
+use crate::model::{ApprovalPage, Config, HubSettings, Layer, Protocol, SourceConfig, Transport};
 use crate::names::validate_source_name;
 use crate::rules::RawRule;
 use crate::syntax::toml_error;
@@ -56,6 +56,7 @@ struct RawSource {
     connection: Option<Spanned<String>>,
     allow_private: Option<bool>,
     quote_output: Option<bool>,
+    protocol: Option<Spanned<String>>,
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -291,6 +292,22 @@ fn parse_source(
         .call_timeout
         .map(|t| duration(path, text, &format!("{key}.call_timeout"), &t))
         .transpose()?;
+    let protocol = match s.protocol {
+        None => Protocol::Auto,
+        Some(p) => match p.get_ref().as_str() {
+            "auto" => Protocol::Auto,
+            "legacy" => Protocol::Legacy,
+            "2026-07-28" => Protocol::Modern,
+            other => {
+                return Err(err(
+                    p.span().start,
+                    format!("{key}.protocol"),
+                    format!("`{other}` is not a protocol airlock can speak to a source"),
+                    "use \"auto\" (the newest the source offers), \"legacy\" (the initialize handshake) or \"2026-07-28\"".into(),
+                ));
+            }
+        },
+    };
     let connection = match s.connection {
         Some(c) if c.get_ref().is_empty() => {
             return Err(err(
@@ -314,6 +331,7 @@ fn parse_source(
             connection,
             allow_private: s.allow_private.unwrap_or(false),
             quote_output: s.quote_output.unwrap_or(!s.trusted.unwrap_or(false)),
+            protocol,
         },
     ))
 }

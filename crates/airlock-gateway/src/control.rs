@@ -37,6 +37,9 @@ pub struct SourceReport {
     pub name: String,
     pub state: String,
     pub detail: String,
+    /// The protocol version its connection speaks (empty when down).
+    #[serde(default)]
+    pub protocol: String,
 }
 
 /// Where the hubs of a data directory keep their sockets.

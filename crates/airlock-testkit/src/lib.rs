@@ -54,12 +54,16 @@ impl Scratch {
         self.dir.path().join("home")
     }
 
-    /// Writes `airlock.toml` with `body`; `{fixture}`, `{airlock}` are
-    /// replaced with binary paths.
+    /// Writes `airlock.toml` with `body`; `{fixture}`, `{hostile}`,
+    /// `{conformance}` and `{airlock}` are replaced with binary paths.
     pub fn config(&self, body: &str) -> PathBuf {
         let text = body
             .replace("{fixture}", &toml_str(&bin("airlock-fixture")))
             .replace("{hostile}", &toml_str(&bin("airlock-hostile")))
+            .replace(
+                "{conformance}",
+                &toml_str(&bin("airlock-conformance-fixture")),
+            )
             .replace("{airlock}", &toml_str(&bin("airlock")));
         let path = self.dir.path().join("airlock.toml");
         std::fs::write(&path, text).expect("write config");

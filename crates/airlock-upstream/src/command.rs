@@ -322,6 +322,7 @@ mod tests {
             connection: "s".into(),
             allow_private: false,
             quote_output: true,
+            protocol: airlock_config::Protocol::Auto,
         }
     }
 

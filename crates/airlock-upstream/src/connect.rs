@@ -6,8 +6,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use airlock_config::{SourceConfig, Transport};
-use rmcp::ServiceExt;
+use airlock_config::{Protocol, SourceConfig, Transport};
+use rmcp::ClientServiceExt;
+use rmcp::model::ProtocolVersion;
+use rmcp::service::ClientLifecycleMode;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -204,7 +206,12 @@ pub(crate) async fn connect(
             }
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message_bytes);
-            let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
+            let service = match tokio::time::timeout(
+                timeout,
+                handler.serve_with_lifecycle(transport, lifecycle(config.protocol)),
+            )
+            .await
+            {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     let _ = child.start_kill();
@@ -244,7 +251,12 @@ pub(crate) async fn connect(
                     .max_json_response_size(max_message_bytes)
                     .max_sse_event_size(max_message_bytes),
             );
-            let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
+            let service = match tokio::time::timeout(
+                timeout,
+                handler.serve_with_lifecycle(transport, lifecycle(config.protocol)),
+            )
+            .await
+            {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
                     return Err(format!(
@@ -265,6 +277,24 @@ pub(crate) async fn connect(
                 Arc::new(Mutex::new(VecDeque::new())),
             ))
         }
+    }
+}
+
+/// The lifecycle for a source's `protocol` setting. `auto` asks with
+/// `server/discover` first: a legacy server answers it with an error (or,
+/// if it says nothing, rmcp gives up on it after 10 s) and is then greeted
+/// with `initialize`.
+fn lifecycle(protocol: Protocol) -> ClientLifecycleMode {
+    let modern = vec![ProtocolVersion::V_2026_07_28];
+    match protocol {
+        Protocol::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: modern,
+            legacy_version: None,
+        },
+        Protocol::Legacy => ClientLifecycleMode::Initialize,
+        Protocol::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: modern,
+        },
     }
 }
 

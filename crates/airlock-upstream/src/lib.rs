@@ -17,6 +17,7 @@ pub mod command;
 mod connect;
 mod credentials;
 pub mod egress;
+mod listen;
 mod ports;
 mod source;
 

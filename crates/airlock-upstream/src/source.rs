@@ -7,8 +7,9 @@ use airlock_config::SourceConfig;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification,
     CancelledNotificationParam, ClientNotification, ClientRequest, GetPromptRequestParams,
-    GetPromptResponse, ProgressToken, Prompt, ReadResourceRequestParams, ReadResourceResponse,
-    RequestId, Resource, ResourceTemplate, ServerCapabilities, ServerResult, Tool,
+    GetPromptResponse, ProgressToken, Prompt, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, RequestId, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
+    Tool,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use tokio::sync::{Notify, watch};
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clean::{cleaned, cleaned_error};
 use crate::client::UpstreamClient;
 use crate::connect::{Connection, connect};
+use crate::listen::{Listener, Subscribed};
 use crate::ports::{Downstream, Secrets, SourceState};
 
 /// What a source offered when last listed.
@@ -57,6 +59,8 @@ pub struct Source {
     shutdown: CancellationToken,
     refresh_lock: tokio::sync::Mutex<()>,
     stopped: Notify,
+    /// Resources clients subscribed to, for a 2026-07-28 source's stream.
+    subscribed: Arc<Subscribed>,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(500);
@@ -87,6 +91,7 @@ impl Source {
             shutdown,
             refresh_lock: tokio::sync::Mutex::new(()),
             stopped: Notify::new(),
+            subscribed: Arc::default(),
         })
     }
 
@@ -96,6 +101,14 @@ impl Source {
 
     pub fn state(&self) -> SourceState {
         self.state.borrow().clone()
+    }
+
+    /// The protocol version the live connection speaks, if it is up.
+    pub fn protocol_version(&self) -> Option<String> {
+        let peer = self.peer.read().unwrap_or_else(|p| p.into_inner());
+        peer.as_ref()
+            .and_then(|p| p.peer_info())
+            .map(|i| i.protocol_version.to_string())
     }
 
     /// Waits until the source is ready or has failed its first attempt.
@@ -145,12 +158,13 @@ impl Source {
             }
             self.set_state(SourceState::Starting);
             let me = Arc::downgrade(&self);
+            let lists_changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                if let Some(source) = me.upgrade() {
+                    tokio::spawn(async move { source.refresh_after_change().await });
+                }
+            });
             let handler = UpstreamClient {
-                lists_changed: Arc::new(move || {
-                    if let Some(source) = me.upgrade() {
-                        tokio::spawn(async move { source.refresh_after_change().await });
-                    }
-                }),
+                lists_changed: lists_changed.clone(),
                 name: self.name.clone(),
                 downstream: self.downstream.clone(),
                 secrets: self.secrets.clone(),
@@ -170,7 +184,9 @@ impl Source {
             let detail = match attempt {
                 Ok(conn) => {
                     let started = tokio::time::Instant::now();
-                    let detail = self.secrets.scrub(&self.serve_connection(conn).await);
+                    let detail = self
+                        .secrets
+                        .scrub(&self.serve_connection(conn, lists_changed).await);
                     if started.elapsed() >= STABLE_AFTER {
                         backoff = BACKOFF_START;
                     }
@@ -201,7 +217,11 @@ impl Source {
     }
 
     /// Holds one live connection until it ends; returns why it ended.
-    async fn serve_connection(&self, mut conn: Connection) -> String {
+    async fn serve_connection(
+        &self,
+        mut conn: Connection,
+        lists_changed: Arc<dyn Fn() + Send + Sync>,
+    ) -> String {
         let peer = conn.peer.clone();
         let capabilities = peer
             .peer_info()
@@ -238,9 +258,31 @@ impl Source {
                 );
             }
         }
+        // A 2026-07-28 source announces changes only on a stream asked for.
+        let listen = async {
+            match is_modern(&peer) {
+                true => {
+                    Listener {
+                        name: self.name.clone(),
+                        peer: peer.clone(),
+                        capabilities: self.snapshot().capabilities.clone(),
+                        subscribed: self.subscribed.clone(),
+                        downstream: self.downstream.clone(),
+                        secrets: self.secrets.clone(),
+                        lists_changed,
+                    }
+                    .run()
+                    .await
+                }
+                false => std::future::pending().await,
+            }
+        };
         let detail = tokio::select! {
             _ = self.shutdown.cancelled() => "stopped".to_string(),
             reason = conn.wait() => reason,
+            // The listener runs until the connection ends; should it stop,
+            // the connection is opened afresh rather than left unheard.
+            _ = listen => "its notification stream stopped".to_string(),
         };
         self.drop_peer();
         conn.close().await;
@@ -352,12 +394,27 @@ impl Source {
     }
 
     /// Any other request (completion, subscribe, logging level), relayed whole.
+    /// A 2026-07-28 source has no `resources/subscribe`: a subscription to
+    /// it joins the set its notification stream asks for.
     pub async fn request(
         &self,
         request: rmcp::model::ClientRequest,
         timeout: Duration,
     ) -> Result<rmcp::model::ServerResult, UpstreamError> {
         let peer = self.peer()?;
+        if is_modern(&peer) {
+            match &request {
+                ClientRequest::SubscribeRequest(r) => {
+                    self.subscribed.set(&r.params.uri, true);
+                    return Ok(ServerResult::empty(()));
+                }
+                ClientRequest::UnsubscribeRequest(r) => {
+                    self.subscribed.set(&r.params.uri, false);
+                    return Ok(ServerResult::empty(()));
+                }
+                _ => {}
+            }
+        }
         let r = self.bounded(timeout, peer.send_request(request)).await?;
         self.clean(r)
     }
@@ -446,6 +503,12 @@ fn classify(name: &str, secrets: &dyn Secrets, e: ServiceError) -> UpstreamError
             },
         }
     }
+}
+
+/// Whether the connection speaks 2026-07-28 (or later).
+fn is_modern(peer: &Peer<RoleClient>) -> bool {
+    peer.peer_info()
+        .is_some_and(|i| i.protocol_version >= ProtocolVersion::V_2026_07_28)
 }
 
 async fn list_everything(

@@ -14,11 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use airlock_store::ledger::Executing;
 
+use super::input;
 use super::stage::Proof;
 use super::{Allowed, Target, ToolCall};
-use crate::hub::{Clients, Hub, InFlight, InFlightGuard, Sources};
+use crate::hub::{Approvals, Clients, Hub, InFlight, InFlightGuard, Sources};
 use crate::parked;
-use crate::parked::ParkedCalls;
 use crate::secrets::HubSecrets;
 use crate::versions;
 
@@ -82,8 +82,9 @@ pub(crate) struct Wire<'a> {
     /// Where the call is marked in flight, so the source's requests and
     /// progress find their way back to its client.
     clients: &'a Arc<Clients>,
-    /// Where a 2026-07-28 client's call waits while the client answers.
-    parked: &'a ParkedCalls,
+    /// Where a 2026-07-28 client's call waits while the client answers,
+    /// and the seal of a 2026-07-28 source's input requests.
+    approvals: &'a Approvals,
     secrets: &'a HubSecrets,
 }
 
@@ -92,7 +93,7 @@ impl<'a> Wire<'a> {
         Wire {
             sources: &hub.sources,
             clients: &hub.clients,
-            parked: &hub.approvals.parked,
+            approvals: &hub.approvals,
             secrets: &hub.secrets,
         }
     }
@@ -107,13 +108,15 @@ pub(crate) async fn tool(hub: &Wire<'_>, allowed: Allowed) -> Ran {
         // A retry re-attaches to the call that was waiting for its input.
         Proof::Resumed(resumed) => {
             let timeout = sources.call_timeout(target.source);
-            attach(hub, &call, target.source, resumed.into_running(), timeout).await
+            attach(hub, &call, &target, resumed.into_running(), timeout, 1).await
         }
         Proof::Person(executing) => {
             claim = Some(executing);
-            start(hub, &call, &target).await
+            start(hub, &call, &target, 1).await
         }
-        Proof::Policy | Proof::RunGrant => start(hub, &call, &target).await,
+        Proof::Policy | Proof::RunGrant => start(hub, &call, &target, 1).await,
+        // The source's input round after the one the seal was issued for.
+        Proof::Continued(c) => start(hub, &call, &target, c.round + 1).await,
     };
     Ran {
         call,
@@ -122,11 +125,13 @@ pub(crate) async fn tool(hub: &Wire<'_>, allowed: Allowed) -> Ran {
     }
 }
 
-async fn start(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
+/// `round`: which round of a 2026-07-28 source's input requests the
+/// source's next `input_required` would be.
+async fn start(hub: &Wire<'_>, call: &ToolCall, target: &Target, round: u32) -> Outcome {
     if call.modern {
-        detached(hub, call, target).await
+        detached(hub, call, target, round).await
     } else {
-        attached(hub, call, target).await
+        attached(hub, call, target, round).await
     }
 }
 
@@ -143,10 +148,21 @@ fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
 /// quote what the transport saw, is scrubbed here.
 fn answered(
     hub: &Wire<'_>,
+    call: &ToolCall,
     source: usize,
     result: Result<CallToolResponse, UpstreamError>,
+    round: u32,
 ) -> Outcome {
     match result {
+        // Only a 2026-07-28 client gets here with it (see `attached`).
+        Ok(CallToolResponse::InputRequired(asked)) => input::wrap(
+            &hub.approvals.seals,
+            hub.approvals.principal(),
+            call,
+            asked,
+            round,
+            hub.approvals.timing.ttl,
+        ),
         Ok(CallToolResponse::Complete(mut r)) => {
             // Upstream text never speaks with airlock's voice.
             let source = hub.sources.get(source);
@@ -180,6 +196,7 @@ async fn send(
     hub: &Wire<'_>,
     call: &ToolCall,
     target: &Target,
+    params: CallToolRequestParams,
     input: Option<mpsc::UnboundedSender<parked::InputNeeded>>,
 ) -> Result<Started, Outcome> {
     // With a client that asked for progress (and is not parked for input),
@@ -202,7 +219,7 @@ async fn send(
     let pending = hub
         .sources
         .get(target.source)
-        .start_call(upstream_params(call, target), timeout)
+        .start_call(params, timeout)
         .await
         .map_err(|e| Outcome::Failed(e.to_string()))?;
     in_flight.set_upstream_token(pending.progress_token.clone());
@@ -210,12 +227,39 @@ async fn send(
 }
 
 /// The call lives inside this client request: requests the source makes of
-/// the client go straight to it, and progress is relayed in order.
-async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
-    let (in_flight, mut progress, pending) = match send(hub, call, target, None).await {
-        Ok(started) => started,
-        Err(failed) => return failed,
-    };
+/// the client go straight to it, and progress is relayed in order. A
+/// 2026-07-28 source's `input_required` is put to the client as requests,
+/// and the source called again with the answers.
+async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target, first: u32) -> Outcome {
+    let mut params = upstream_params(call, target);
+    let timeout = hub.sources.call_timeout(target.source);
+    for round in first.. {
+        let result = match attached_once(hub, call, target, params.clone()).await {
+            Ok(result) => result,
+            Err(failed) => return failed,
+        };
+        let Ok(CallToolResponse::InputRequired(asked)) = result else {
+            return answered(hub, call, target.source, result, round);
+        };
+        match input::ask_client(call, &asked, round, timeout).await {
+            Ok(answers) => {
+                params.request_state = asked.request_state;
+                params.input_responses = Some(answers);
+            }
+            Err(failed) => return failed,
+        }
+    }
+    unreachable!("`first..` does not end")
+}
+
+/// One request to the source, within this client request.
+async fn attached_once(
+    hub: &Wire<'_>,
+    call: &ToolCall,
+    target: &Target,
+    params: CallToolRequestParams,
+) -> Result<Result<CallToolResponse, UpstreamError>, Outcome> {
+    let (in_flight, mut progress, pending) = send(hub, call, target, params, None).await?;
     // Dropping `pending` on cancel tells the source to stop.
     let finish = pending.finish();
     tokio::pin!(finish);
@@ -223,7 +267,7 @@ async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
         tokio::select! {
             r = &mut finish => break r,
             Some(p) = next_progress(&mut progress) => relay_progress(call, p).await,
-            _ = call.cancelled.cancelled() => return Outcome::Failed("the client cancelled the call".into()),
+            _ = call.cancelled.cancelled() => return Err(Outcome::Failed("the client cancelled the call".into())),
         }
     };
     // The SDK hands notifications to tasks of their own, so progress sent
@@ -238,15 +282,16 @@ async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
         }
     }
     drop(in_flight);
-    answered(hub, target.source, result)
+    Ok(result)
 }
 
 /// For 2026-07-28 clients: the call runs in a task of its own so it can
 /// outlive this client request while the client answers an input request.
-async fn detached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
+async fn detached(hub: &Wire<'_>, call: &ToolCall, target: &Target, round: u32) -> Outcome {
     let (input_tx, input_rx) = mpsc::unbounded_channel();
     let timeout = hub.sources.call_timeout(target.source);
-    let (in_flight, _, pending) = match send(hub, call, target, Some(input_tx)).await {
+    let params = upstream_params(call, target);
+    let (in_flight, _, pending) = match send(hub, call, target, params, Some(input_tx)).await {
         Ok(started) => started,
         Err(failed) => return failed,
     };
@@ -266,7 +311,7 @@ async fn detached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
         input: input_rx,
         cancel,
     };
-    attach(hub, call, target.source, running, timeout).await
+    attach(hub, call, target, running, timeout, round).await
 }
 
 /// Waits on a detached call until it ends, or until the source needs input
@@ -274,9 +319,10 @@ async fn detached(hub: &Wire<'_>, call: &ToolCall, target: &Target) -> Outcome {
 async fn attach(
     hub: &Wire<'_>,
     call: &ToolCall,
-    source: usize,
+    target: &Target,
     mut running: parked::Running,
     timeout: std::time::Duration,
+    round: u32,
 ) -> Outcome {
     enum Event {
         Done(Option<Result<CallToolResponse, UpstreamError>>),
@@ -290,7 +336,9 @@ async fn attach(
             _ = call.cancelled.cancelled() => Event::Cancelled,
         };
         match event {
-            Event::Done(Some(result)) => return answered(hub, source, result),
+            Event::Done(Some(result)) => {
+                return answered(hub, call, target.source, result, round);
+            }
             Event::Done(None) => return Outcome::Failed("the call ended without an answer".into()),
             Event::Cancelled => return Outcome::Failed("the client cancelled the call".into()),
             Event::Input(needed) => {
@@ -303,7 +351,11 @@ async fn attach(
                     )));
                     continue;
                 }
-                match hub.parked.park(&call.params.name, running, needed, timeout) {
+                match hub
+                    .approvals
+                    .parked
+                    .park(&call.params.name, running, needed, timeout)
+                {
                     Ok(ask) => return Outcome::Answered(ask),
                     Err(back) => running = back,
                 }

@@ -22,6 +22,7 @@ mod approval;
 mod audit;
 pub(crate) mod decide;
 mod forward;
+mod input;
 mod prompt;
 mod record;
 mod resolve;
@@ -74,6 +75,12 @@ enum Entry {
     Answer,
     /// A retry carrying the client's input for a call parked mid-run.
     Resume,
+    /// A retry carrying the client's input for a 2026-07-28 source that
+    /// asked for it, under airlock's seal of the call.
+    Continue,
+    /// A state airlock did not issue: a source's states reach clients only
+    /// inside airlock's seal, so this one is made up.
+    Unknown,
 }
 
 impl Entry {
@@ -81,8 +88,9 @@ impl Entry {
         match call.params.request_state.as_deref() {
             Some(s) if s.starts_with(crate::seal::SEAL_PREFIX) => Entry::Answer,
             Some(s) if s.starts_with(crate::parked::STATE_PREFIX) => Entry::Resume,
-            // No state, or a source's own: a fresh call, decided by policy.
-            _ => Entry::Fresh,
+            Some(s) if s.starts_with(crate::seal::CONTINUATION_PREFIX) => Entry::Continue,
+            Some(_) => Entry::Unknown,
+            None => Entry::Fresh,
         }
     }
 }
@@ -116,18 +124,26 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
         },
         // 2c. A 2026-07-28 client's retry with the person's answer.
         Entry::Answer => prompt::resume(&Desk::of(hub), &audit, call, target).await,
+        Entry::Continue => {
+            match input::continued(&hub.approvals.seals, hub.approvals.principal(), &call) {
+                Ok(c) => Admission::Allowed(Box::new(Allowed::continued(call, target, c))),
+                Err(why) => return refuse_state(&audit, &call, &why),
+            }
+        }
+        Entry::Unknown => {
+            return refuse_state(
+                &audit,
+                &call,
+                crate::seal::Refusal::Forged.to_string().as_str(),
+            );
+        }
         Entry::Resume => match hub.approvals.parked.resume(
             call.params.request_state.as_deref().unwrap_or_default(),
             &call.params.name,
             call.params.input_responses.as_ref(),
         ) {
             Ok(resumed) => Admission::Allowed(Box::new(Allowed::resumed(call, target, resumed))),
-            Err(why) => {
-                let refused =
-                    Outcome::Refused(ErrorData::invalid_params(format!("airlock: {why}"), None));
-                audit.outcome(&refused, &call);
-                return refused.into_response();
-            }
+            Err(why) => return refuse_state(&audit, &call, &why),
         },
     };
     let allowed = match admission {
@@ -139,4 +155,14 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
     let ran = forward::tool(&forward::Wire::of(hub), allowed).await;
     // 4. Record how it ended; an approval is spent whatever happened.
     record::call(&audit, hub.store.as_ref(), ran)
+}
+
+/// A retry whose state does not hold: refused and recorded; nothing runs.
+fn refuse_state(audit: &Audit, call: &ToolCall, why: &str) -> Result<CallToolResponse, ErrorData> {
+    let refused = Outcome::Refused(ErrorData::invalid_params(
+        format!("airlock: {why}; nothing ran"),
+        None,
+    ));
+    audit.outcome(&refused, call);
+    refused.into_response()
 }

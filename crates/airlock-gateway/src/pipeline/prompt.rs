@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::settle::{self, Desk, TIMED_OUT};
 use super::{Admission, Audit, Outcome, Target, ToolCall};
+use crate::seal::Bound;
 
 /// The key of airlock's form in `inputRequests` / `inputResponses`.
 pub(crate) const APPROVAL_KEY: &str = "airlock-approval";
@@ -181,16 +182,40 @@ pub(crate) fn input_required(
 ) -> CallToolResponse {
     let state = desk.approvals.seals.seal(
         pending.id(),
-        &frozen.principal,
-        &frozen.tool,
-        &frozen.args_digest,
-        pending.expires_at_ms(),
+        Bound {
+            principal: &frozen.principal,
+            tool: &frozen.tool,
+            digest: &frozen.args_digest,
+            expires_at_ms: pending.expires_at_ms(),
+        },
     );
     let requests = BTreeMap::from([(
         APPROVAL_KEY.to_string(),
         InputRequest::Elicitation(ElicitRequest::new(form)),
     )]);
     CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)))
+}
+
+/// Whether a retry is the call its state was issued for: the same tool and
+/// the same arguments.
+pub(super) fn same_call(tool: &str, digest: &str, call: &ToolCall) -> Result<(), String> {
+    if tool != call.params.name.as_ref() {
+        return Err(format!(
+            "this requestState belongs to a call of `{tool}`, not `{}`",
+            call.params.name
+        ));
+    }
+    if arguments_digest(call) != digest {
+        return Err("the retry's arguments differ from the call that was allowed".into());
+    }
+    Ok(())
+}
+
+/// The digest of a call's canonical arguments.
+pub(super) fn arguments_digest(call: &ToolCall) -> String {
+    contract::digest_canonical(&contract::canonical(&Value::Object(
+        call.params.arguments.clone().unwrap_or_default(),
+    )))
 }
 
 /// 2026-07-28 clients: the retry that carries the person's answer and the
@@ -219,20 +244,11 @@ pub(crate) async fn resume(
         Ok(c) => c,
         Err(why) => return refuse(why.to_string()),
     };
-    if claims.tool != call.params.name.as_ref() {
-        return refuse(format!(
-            "this approval state belongs to a call of `{}`, not `{}`",
-            claims.tool, call.params.name
-        ));
-    }
-    let resent = contract::digest_canonical(&contract::canonical(&Value::Object(
-        call.params.arguments.clone().unwrap_or_default(),
-    )));
-    if resent != claims.digest {
-        return refuse("the retry's arguments differ from the call the person was shown".into());
+    if let Err(why) = same_call(claims.tool(), claims.digest(), &call) {
+        return refuse(why);
     }
     let row = match desk.store.ledger_row(&claims.approval) {
-        Ok(Some(row)) if row.call.args_digest == claims.digest => row,
+        Ok(Some(row)) if row.call.args_digest == claims.digest() => row,
         Ok(_) => return refuse("no such approval".into()),
         Err(e) => return failed(format!("the approval could not be read: {e}")),
     };

@@ -9,6 +9,7 @@ use super::decide::PolicyAllows;
 use super::{Target, ToolCall};
 use crate::hub::GrantSpent;
 use crate::parked::Resumed;
+use crate::seal::Continuation;
 
 /// Why a call may run.
 pub(crate) enum Proof {
@@ -21,6 +22,9 @@ pub(crate) enum Proof {
     /// It was allowed when it started, and is resuming with the client's
     /// input.
     Resumed(Resumed),
+    /// It was allowed when it started, and the source asked for input
+    /// under a state that only airlock's seal of that call gives back.
+    Continued(Continuation),
 }
 
 pub(crate) struct Allowed {
@@ -67,6 +71,21 @@ impl Allowed {
             call,
             target,
             proof: Proof::Resumed(resumed),
+        }
+    }
+
+    /// The call goes on where the source left it: with the source's own
+    /// state from the seal, never one the client sent.
+    pub(super) fn continued(
+        mut call: ToolCall,
+        target: Target,
+        continuation: Continuation,
+    ) -> Allowed {
+        call.params.request_state = continuation.upstream_state.clone();
+        Allowed {
+            call,
+            target,
+            proof: Proof::Continued(continuation),
         }
     }
 

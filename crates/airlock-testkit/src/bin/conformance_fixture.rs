@@ -8,17 +8,19 @@
 
 #![allow(deprecated)] // sampling and logging: SEP-2577-deprecated, still tested
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    CreateMessageRequestParams, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
-    GetPromptResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    CreateMessageRequest, CreateMessageRequestParams, ElicitRequest, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, InputRequest, InputRequiredResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
@@ -65,6 +67,11 @@ fn tools() -> Vec<Tool> {
         ),
         t("test_elicitation", "Asks the user", string_arg("message")),
         t(
+            "test_input_rounds",
+            "Asks the user twice, one question after the other",
+            no_args(),
+        ),
+        t(
             "test_elicitation_sep1034_defaults",
             "Asks with defaults",
             no_args(),
@@ -106,27 +113,143 @@ impl Fixture {
         let _ = ctx.peer.notify_logging_message(params).await;
     }
 
+    /// Input from the client. On 2026-07-28 the call ends with
+    /// `input_required` (the fixture's state names the tool and the round)
+    /// and the retry brings the answer, with that state unchanged; before
+    /// it, the client is asked with a request mid-call.
+    async fn ask(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        call: &CallToolRequestParams,
+        round: u32,
+        request: InputRequest,
+    ) -> Result<Value, CallToolResponse> {
+        if !is_modern(ctx) {
+            let answer = match request {
+                InputRequest::Elicitation(r) => ctx
+                    .peer
+                    .create_elicitation(r.params)
+                    .await
+                    .map(|a| serde_json::to_value(a).unwrap_or_default()),
+                InputRequest::CreateMessage(r) => ctx
+                    .peer
+                    .create_message(r.params)
+                    .await
+                    .map(|a| serde_json::to_value(a).unwrap_or_default()),
+                _ => return Err(failed("this input cannot be asked for mid-call")),
+            };
+            return answer.map_err(|e| failed(&format!("input request failed: {e}")));
+        }
+        let state = format!("fixture:{}:{round}", call.name);
+        let key = format!("q{round}");
+        match call.input_responses.as_ref().and_then(|r| r.get(&key)) {
+            Some(answer) if call.request_state.as_deref() == Some(state.as_str()) => {
+                Ok(answer.clone())
+            }
+            Some(_) => Err(failed(
+                "the fixture's requestState did not come back unchanged",
+            )),
+            None => Err(CallToolResponse::InputRequired(InputRequiredResult::new(
+                Some(BTreeMap::from([(key, request)])),
+                Some(state),
+            ))),
+        }
+    }
+
+    /// Two questions, one after the other. On 2026-07-28 the state carries
+    /// the round and the answers so far, and must come back unchanged.
+    async fn rounds(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        call: &CallToolRequestParams,
+    ) -> CallToolResponse {
+        let question = |round: u32| {
+            InputRequest::Elicitation(ElicitRequest::new(from(json!({
+                "message": format!("Question {round}?"),
+                "requestedSchema": {"type": "object", "properties": {
+                    "answer": {"type": "string"}}, "required": ["answer"]}
+            }))))
+        };
+        let answer_of = |r: &Value| r["content"]["answer"].as_str().unwrap_or("?").to_string();
+        if !is_modern(ctx) {
+            let mut answers = Vec::new();
+            for round in 1..=2 {
+                match self.ask(ctx, call, round, question(round)).await {
+                    Ok(r) => answers.push(answer_of(&r)),
+                    Err(response) => return response,
+                }
+            }
+            return text(&format!("answers: {}", answers.join(", ")));
+        }
+        let (round, mut answers) = match call.request_state.as_deref() {
+            None => (0, Vec::new()),
+            Some(state) => {
+                let parsed = state
+                    .strip_prefix("fixture:rounds:")
+                    .and_then(|rest| rest.split_once(':'))
+                    .and_then(|(round, so_far)| {
+                        let answers: Vec<String> = match so_far {
+                            "" => Vec::new(),
+                            s => s.split(',').map(String::from).collect(),
+                        };
+                        round.parse::<u32>().ok().map(|r| (r, answers))
+                    });
+                match parsed {
+                    Some(p) => p,
+                    None => {
+                        return failed("the fixture's requestState did not come back unchanged");
+                    }
+                }
+            }
+        };
+        if round > 0 {
+            match call
+                .input_responses
+                .as_ref()
+                .and_then(|r| r.get(&format!("q{round}")))
+            {
+                Some(r) => answers.push(answer_of(r)),
+                None => return failed("the retry did not answer the question"),
+            }
+        }
+        if answers.len() == 2 {
+            return text(&format!("answers: {}", answers.join(", ")));
+        }
+        let next = round + 1;
+        CallToolResponse::InputRequired(InputRequiredResult::new(
+            Some(BTreeMap::from([(format!("q{next}"), question(next))])),
+            Some(format!("fixture:rounds:{next}:{}", answers.join(","))),
+        ))
+    }
+
     async fn elicit(
         &self,
         ctx: &RequestContext<RoleServer>,
+        call: &CallToolRequestParams,
         params: Value,
         prefix: &str,
     ) -> CallToolResponse {
-        let params: ElicitRequestParams = from(params);
-        match ctx.peer.create_elicitation(params).await {
-            Ok(r) => {
-                let r = serde_json::to_value(&r).unwrap_or_default();
-                text(&format!(
-                    "{prefix}action={}, content={}",
-                    r["action"].as_str().unwrap_or("?"),
-                    r.get("content").cloned().unwrap_or(Value::Null)
-                ))
-            }
-            Err(e) => CallToolResponse::Complete(from(json!({
-                "isError": true, "content": [{"type": "text", "text": format!("elicitation failed: {e}")}]
-            }))),
+        let request = InputRequest::Elicitation(ElicitRequest::new(from(params)));
+        match self.ask(ctx, call, 1, request).await {
+            Ok(r) => text(&format!(
+                "{prefix}action={}, content={}",
+                r["action"].as_str().unwrap_or("?"),
+                r.get("content").cloned().unwrap_or(Value::Null)
+            )),
+            Err(response) => response,
         }
     }
+}
+
+fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+}
+
+fn failed(why: &str) -> CallToolResponse {
+    CallToolResponse::Complete(from(json!({
+        "isError": true, "content": [{"type": "text", "text": why}]
+    })))
 }
 
 impl ServerHandler for Fixture {
@@ -157,6 +280,7 @@ impl ServerHandler for Fixture {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let request_params = &request;
         Ok(match request.name.as_ref() {
             "test_simple_text" => text("This is a simple text response for testing."),
             "test_image_content" => content(json!([{"type": "image", "data": PNG, "mimeType": "image/png"}])),
@@ -199,18 +323,15 @@ impl ServerHandler for Fixture {
                     "messages": [{"role": "user", "content": {"type": "text", "text": args["prompt"]}}],
                     "maxTokens": 100
                 }));
-                match ctx.peer.create_message(params).await {
-                    Ok(r) => {
-                        let r = serde_json::to_value(&r).unwrap_or_default();
-                        text(&format!("LLM response: {}", r["content"]["text"].as_str().unwrap_or("")))
-                    }
-                    Err(e) => CallToolResponse::Complete(from(json!({
-                        "isError": true, "content": [{"type": "text", "text": format!("sampling failed: {e}")}]
-                    }))),
+                let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+                match self.ask(&ctx, request_params, 1, request).await {
+                    Ok(r) => text(&format!("LLM response: {}", r["content"]["text"].as_str().unwrap_or(""))),
+                    Err(response) => response,
                 }
             }
+            "test_input_rounds" => self.rounds(&ctx, request_params).await,
             "test_elicitation" => {
-                self.elicit(&ctx, json!({
+                self.elicit(&ctx, request_params, json!({
                     "message": args["message"],
                     "requestedSchema": {"type": "object", "properties": {
                         "username": {"type": "string", "description": "User's response"},
@@ -219,7 +340,7 @@ impl ServerHandler for Fixture {
                 }), "User response: ").await
             }
             "test_elicitation_sep1034_defaults" => {
-                self.elicit(&ctx, json!({
+                self.elicit(&ctx, request_params, json!({
                     "message": "Please review and update the form fields with defaults",
                     "requestedSchema": {"type": "object", "properties": {
                         "name": {"type": "string", "description": "User name", "default": "John Doe"},
@@ -231,7 +352,7 @@ impl ServerHandler for Fixture {
                 }), "Elicitation completed: ").await
             }
             "test_elicitation_sep1330_enums" => {
-                self.elicit(&ctx, json!({
+                self.elicit(&ctx, request_params, json!({
                     "message": "Please select options from the enum fields",
                     "requestedSchema": {"type": "object", "properties": {
                         "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},

@@ -1,0 +1,293 @@
+//! Sources on 2026-07-28: airlock negotiates the newest protocol a source
+//! speaks, and a source's `input_required` reaches each kind of client in
+//! its own terms — an older client as requests mid-call, a 2026-07-28
+//! client under airlock's own seal, whose retry continues the decided call
+//! and can be made into nothing else.
+
+use std::sync::{Arc, Mutex};
+
+use airlock_testkit::{Scratch, first_text, free_addr, wait_for_port};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, InputRequiredResult, InputResponses,
+    ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, RequestContext, RoleClient, RunningService};
+use rmcp::{ClientHandler, ClientServiceExt};
+use serde_json::{Value, json};
+
+const SOURCES: &str = r#"
+[sources.c]
+command = "{conformance}"
+
+[sources.old]
+command = "{conformance}"
+protocol = "legacy"
+"#;
+
+const ROUNDS: &str = "c__test_input_rounds";
+
+/// An older client whose person answers each question with the next answer.
+#[derive(Clone)]
+struct Person {
+    answers: Arc<Mutex<Vec<&'static str>>>,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let caps: ClientCapabilities =
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
+        ClientConfig::new(caps, Implementation::new("modern-test", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let message = serde_json::to_value(&request).unwrap()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        self.asked.lock().unwrap().push(message);
+        let answer = self.answers.lock().unwrap().remove(0);
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "answer": answer })))
+    }
+}
+
+#[tokio::test]
+async fn each_source_speaks_the_newest_protocol_it_offers_unless_pinned() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(SOURCES).await;
+    let report = scratch.doctor(&config).await;
+    assert!(
+        report.contains("ok    source c: protocol 2026-07-28"),
+        "{report}"
+    );
+    assert!(
+        report.contains("ok    source old: protocol 2025-"),
+        "{report}"
+    );
+
+    // A protocol airlock does not speak is a config error that says what would do.
+    for wrong in ["2026", "latest", "Legacy", ""] {
+        let bad = scratch.config(&format!(
+            "[sources.c]\ncommand = \"{{conformance}}\"\nprotocol = \"{wrong}\"\n"
+        ));
+        let out = scratch
+            .airlock(&["doctor", "--config", &bad.to_string_lossy()])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let said = format!("{stdout}{stderr}");
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("sources.c.protocol"), "{said}");
+        assert!(said.contains("\"2026-07-28\""), "{said}");
+    }
+}
+
+/// An older client cannot take `input_required`: it is asked each of the
+/// source's questions as an elicitation while the call waits, round after
+/// round, and gets the call's final answer.
+#[tokio::test]
+async fn an_older_client_answers_a_2026_sources_questions_as_requests() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(SOURCES).await;
+    let person = Person {
+        answers: Arc::new(Mutex::new(vec!["red", "blue"])),
+        asked: Arc::default(),
+    };
+    let client = scratch.stdio_client(&config, person.clone()).await;
+    let result = client
+        .call_tool(CallToolRequestParams::new(ROUNDS))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&result), "answers: red, blue");
+    assert_eq!(
+        *person.asked.lock().unwrap(),
+        ["Question 1?", "Question 2?"]
+    );
+    client.cancel().await.unwrap();
+}
+
+async fn modern_client(scratch: &Scratch, url: &str) -> RunningService<RoleClient, ClientConfig> {
+    let caps: ClientCapabilities =
+        serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
+    ClientConfig::new(caps, Implementation::new("modern-test", "1"))
+        .serve_with_lifecycle(
+            scratch.http_transport(url),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn retry(
+    tool: &str,
+    arguments: Value,
+    state: Option<String>,
+    answers: &[(&str, &str)],
+) -> CallToolRequestParams {
+    let mut p = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(arguments.as_object().unwrap().clone());
+    p.request_state = state;
+    if !answers.is_empty() {
+        let mut r = InputResponses::new();
+        for (key, answer) in answers {
+            r.insert(
+                key.to_string(),
+                json!({"action": "accept", "content": {"answer": answer}}),
+            );
+        }
+        p.input_responses = Some(r);
+    }
+    p
+}
+
+fn input_required(response: CallToolResponse) -> InputRequiredResult {
+    match response {
+        CallToolResponse::InputRequired(r) => r,
+        other => panic!("expected input_required, got {other:?}"),
+    }
+}
+
+/// A 2026-07-28 client gets the source's questions under airlock's seal.
+/// The seal opens once, for the same tool and arguments; anything else —
+/// altered, replayed, made up, the source's own state, another tool, other
+/// arguments — is refused and runs nothing. The call is decided once.
+#[tokio::test]
+async fn a_2026_client_continues_a_2026_sources_call_under_airlocks_seal() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(SOURCES).await;
+    let addr = free_addr();
+    let _hub = scratch
+        .airlock(&[
+            "serve",
+            "--config",
+            &config.to_string_lossy(),
+            "--http",
+            &addr.to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_port(addr).await;
+    let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    let args = json!({});
+    let call = |p: CallToolRequestParams| client.call_tool_once(p);
+
+    let first = input_required(call(retry(ROUNDS, args.clone(), None, &[])).await.unwrap());
+    let asked = serde_json::to_value(&first.input_requests).unwrap();
+    assert_eq!(asked["q1"]["params"]["message"], "Question 1?", "{asked}");
+    let state = first.request_state.clone().unwrap();
+    assert!(state.starts_with("airlock-continue."), "{state}");
+    assert!(
+        !state.contains("fixture:"),
+        "the source's state shows: {state}"
+    );
+
+    let refused = |e: rmcp::ServiceError| e.to_string();
+    let fresh = || async {
+        let r = input_required(call(retry(ROUNDS, json!({}), None, &[])).await.unwrap());
+        r.request_state.unwrap()
+    };
+    // Every spelling of a state airlock did not issue, or not for this call.
+    let mut altered = state.clone().into_bytes();
+    let mid = altered.len() / 2;
+    altered[mid] = if altered[mid] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    let cases = [
+        (
+            "altered",
+            ROUNDS,
+            args.clone(),
+            altered,
+            "not issued by this airlock",
+        ),
+        (
+            "the source's own",
+            ROUNDS,
+            args.clone(),
+            "fixture:rounds:1:".to_string(),
+            "not issued by this airlock",
+        ),
+        (
+            "made up",
+            ROUNDS,
+            args.clone(),
+            "airlock-continue.e30.AAAA".to_string(),
+            "not issued by this airlock",
+        ),
+        (
+            "another tool",
+            "c__test_simple_text",
+            args.clone(),
+            fresh().await,
+            "belongs to a call of",
+        ),
+        (
+            "other arguments",
+            ROUNDS,
+            json!({"x": 1}),
+            fresh().await,
+            "arguments differ",
+        ),
+    ];
+    for (why, tool, arguments, bad, expect) in cases {
+        let err = call(retry(tool, arguments, Some(bad), &[("q1", "red")]))
+            .await
+            .map(|r| format!("{r:?}"))
+            .map_err(refused)
+            .expect_err(why);
+        assert!(err.contains(expect), "{why}: {err}");
+    }
+
+    let second = input_required(
+        call(retry(
+            ROUNDS,
+            args.clone(),
+            Some(state.clone()),
+            &[("q1", "red")],
+        ))
+        .await
+        .unwrap(),
+    );
+    let asked = serde_json::to_value(&second.input_requests).unwrap();
+    assert_eq!(asked["q2"]["params"]["message"], "Question 2?", "{asked}");
+    // Replayed: refused, though the call it continued goes on.
+    let err = call(retry(ROUNDS, args.clone(), Some(state), &[("q1", "red")]))
+        .await
+        .map(|r| format!("{r:?}"))
+        .map_err(refused)
+        .expect_err("replay");
+    assert!(err.contains("already used"), "{err}");
+
+    let state = second.request_state.clone().unwrap();
+    let done = call(retry(ROUNDS, args.clone(), Some(state), &[("q2", "blue")]))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = done else {
+        panic!("expected the final answer, got {done:?}");
+    };
+    // The source saw its own state back each round (it checks), and both answers.
+    assert_eq!(first_text(&result), "answers: red, blue");
+
+    // Three calls were started (two only for their seals); each was
+    // decided once, however many retries continued it.
+    let out = scratch
+        .airlock(&["audit", "--jsonl", "--limit", "200"])
+        .output()
+        .await
+        .unwrap();
+    let audit = String::from_utf8_lossy(&out.stdout);
+    let decisions = audit
+        .lines()
+        .filter(|l| l.contains(ROUNDS) && l.contains("\"kind\":\"decision\""))
+        .count();
+    assert_eq!(decisions, 3, "{audit}");
+    client.cancel().await.unwrap();
+}

@@ -1,0 +1,149 @@
+//! What a 2026-07-28 source announces, heard on `subscriptions/listen`.
+//!
+//! A source on that protocol sends list changes and resource updates only
+//! on a listen stream the client opened, for what the client asked for. So
+//! for each such source airlock keeps one stream open while the connection
+//! lives: its list changes (the source's capabilities say which lists can
+//! change) and the resources some client subscribed to. When a client
+//! subscribes or unsubscribes, the stream is opened again with the new set.
+//! A stream that ends while the connection lives is opened again after a
+//! pause, so no change goes unheard for longer than that.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{ServerCapabilities, ServerNotification, SubscriptionFilter};
+use rmcp::service::{Peer, RoleClient};
+use tokio::sync::watch;
+
+use crate::clean::cleaned;
+use crate::ports::{Downstream, Secrets};
+
+/// Between a stream that ended and the next one.
+const REOPEN_AFTER: Duration = Duration::from_millis(500);
+
+/// The resources clients subscribed to on one source, each with how many
+/// subscriptions hold it.
+#[derive(Default)]
+pub(crate) struct Subscribed {
+    uris: Mutex<BTreeMap<String, usize>>,
+    changed: watch::Sender<u64>,
+}
+
+impl Subscribed {
+    /// One more subscription to `uri` (`on`), or one fewer.
+    pub(crate) fn set(&self, uri: &str, on: bool) {
+        let mut uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
+        let before = uris.len();
+        if on {
+            *uris.entry(uri.to_string()).or_default() += 1;
+        } else if let Some(n) = uris.get_mut(uri) {
+            *n -= 1;
+            if *n == 0 {
+                uris.remove(uri);
+            }
+        }
+        if uris.len() != before {
+            self.changed.send_modify(|g| *g += 1);
+        }
+    }
+
+    fn list(&self) -> Vec<String> {
+        let uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
+        uris.keys().cloned().collect()
+    }
+}
+
+/// What one source's stream is for, and where what it hears goes.
+pub(crate) struct Listener {
+    pub(crate) name: Arc<str>,
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) capabilities: ServerCapabilities,
+    pub(crate) subscribed: Arc<Subscribed>,
+    pub(crate) downstream: Arc<dyn Downstream>,
+    pub(crate) secrets: Arc<dyn Secrets>,
+    /// Called when one of the source's lists changed.
+    pub(crate) lists_changed: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl Listener {
+    fn filter(&self) -> Option<SubscriptionFilter> {
+        let caps = &self.capabilities;
+        let mut filter = SubscriptionFilter::builder();
+        let mut any = false;
+        if caps.tools.as_ref().and_then(|t| t.list_changed) == Some(true) {
+            filter = filter.tools_list_changed();
+            any = true;
+        }
+        if caps.prompts.as_ref().and_then(|p| p.list_changed) == Some(true) {
+            filter = filter.prompts_list_changed();
+            any = true;
+        }
+        if let Some(resources) = &caps.resources {
+            if resources.list_changed == Some(true) {
+                filter = filter.resources_list_changed();
+                any = true;
+            }
+            let uris = self.subscribed.list();
+            if resources.subscribe == Some(true) && !uris.is_empty() {
+                filter = filter.resource_subscriptions(uris);
+                any = true;
+            }
+        }
+        any.then(|| filter.build())
+    }
+
+    /// Keeps a stream open until the connection ends (run it beside the
+    /// connection; it never returns on its own).
+    pub(crate) async fn run(self) {
+        let mut changed = self.subscribed.changed.subscribe();
+        loop {
+            changed.mark_unchanged();
+            let Some(filter) = self.filter() else {
+                // Nothing to hear until a client subscribes to something.
+                if changed.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+                continue;
+            };
+            match self.peer.listen(filter).await {
+                Ok(mut stream) => loop {
+                    tokio::select! {
+                        next = stream.next() => match next {
+                            Ok(Some(n)) => self.heard(n),
+                            Ok(None) => break,
+                            Err(e) => {
+                                tracing::warn!(source = %self.name, error = %e, "its notification stream failed");
+                                break;
+                            }
+                        },
+                        // The subscribed set changed: the stream is opened
+                        // again with it (dropping this one cancels it).
+                        _ = changed.changed() => break,
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(source = %self.name, error = %e, "it refused subscriptions/listen; its list changes are not heard");
+                }
+            }
+            tokio::time::sleep(REOPEN_AFTER).await;
+        }
+    }
+
+    fn heard(&self, notification: ServerNotification) {
+        let secrets = self.secrets.as_ref();
+        match notification {
+            ServerNotification::ToolListChangedNotification(_)
+            | ServerNotification::PromptListChangedNotification(_)
+            | ServerNotification::ResourceListChangedNotification(_) => (self.lists_changed)(),
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                // Dropped if it cannot be scrubbed, never passed on raw.
+                if let Ok(params) = cleaned(secrets, n.params) {
+                    self.downstream.resource_updated(&self.name, params)
+                }
+            }
+            _ => {}
+        }
+    }
+}
