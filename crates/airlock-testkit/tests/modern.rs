@@ -291,3 +291,45 @@ async fn a_2026_client_continues_a_2026_sources_call_under_airlocks_seal() {
     assert_eq!(decisions, 3, "{audit}");
     client.cancel().await.unwrap();
 }
+
+/// A 2026-07-28 source tells of a changed tool list only on a listen
+/// stream; airlock keeps one open, so the change reaches its catalog (and
+/// so its review) as it does for an older source.
+#[tokio::test]
+async fn a_2026_sources_list_change_is_heard() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(SOURCES).await;
+    let person = Person {
+        answers: Arc::default(),
+        asked: Arc::default(),
+    };
+    let client = scratch.stdio_client(&config, person).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.to_string()).collect()
+    };
+    let before = names(client.list_all_tools().await.unwrap());
+    assert!(
+        !before.iter().any(|n| n.ends_with("test_added_tool")),
+        "{before:?}"
+    );
+    for source in ["c", "old"] {
+        let added = format!("{source}__test_added_tool");
+        let result = client
+            .call_tool(CallToolRequestParams::new(format!(
+                "{source}__test_add_tool"
+            )))
+            .await
+            .unwrap();
+        assert!(first_text(&result).contains("added test_added_tool"));
+        let mut now = Vec::new();
+        for _ in 0..100 {
+            now = names(client.list_all_tools().await.unwrap());
+            if now.contains(&added) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(now.contains(&added), "{source}: {now:?}");
+    }
+    client.cancel().await.unwrap();
+}

@@ -9,8 +9,11 @@
 #![allow(deprecated)] // sampling and logging: SEP-2577-deprecated, still tested
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+
+use tokio::sync::broadcast;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
@@ -19,10 +22,10 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Prompt,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    ResourceTemplate, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -37,6 +40,11 @@ fn from<T: DeserializeOwned>(v: Value) -> T {
 fn no_args() -> Value {
     json!({"type": "object", "properties": {}})
 }
+
+/// Set once `test_add_tool` ran: the list then has `test_added_tool` too.
+static GROWN: AtomicBool = AtomicBool::new(false);
+/// Told of each change of the tool list, for the listen streams open.
+static TOOLS_CHANGED: LazyLock<broadcast::Sender<()>> = LazyLock::new(|| broadcast::channel(8).0);
 
 fn tools() -> Vec<Tool> {
     let t = |name: &str, description: &str, schema: Value| -> Tool {
@@ -66,6 +74,11 @@ fn tools() -> Vec<Tool> {
             string_arg("prompt"),
         ),
         t("test_elicitation", "Asks the user", string_arg("message")),
+        t(
+            "test_add_tool",
+            "Adds a tool to this server's list and announces the change",
+            no_args(),
+        ),
         t(
             "test_input_rounds",
             "Asks the user twice, one question after the other",
@@ -257,6 +270,7 @@ impl ServerHandler for Fixture {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_prompts()
@@ -271,7 +285,38 @@ impl ServerHandler for Fixture {
         _r: Option<PaginatedRequestParams>,
         _c: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        let mut tools = tools();
+        if GROWN.load(Ordering::SeqCst) {
+            tools.push(from(json!({
+                "name": "test_added_tool", "description": "Added by test_add_tool",
+                "inputSchema": no_args()
+            })));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    /// A 2026-07-28 client hears of list changes on its listen stream.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changed = TOOLS_CHANGED.subscribe();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                r = changed.recv() => {
+                    if r.is_err() {
+                        return Ok(());
+                    }
+                    let n = ServerNotification::ToolListChangedNotification(Default::default());
+                    let _ = context.sink().send(n).await;
+                }
+            }
+        }
     }
 
     async fn call_tool(
@@ -330,6 +375,15 @@ impl ServerHandler for Fixture {
                 }
             }
             "test_input_rounds" => self.rounds(&ctx, request_params).await,
+            "test_add_tool" => {
+                GROWN.store(true, Ordering::SeqCst);
+                if is_modern(&ctx) {
+                    let _ = TOOLS_CHANGED.send(());
+                } else {
+                    let _ = ctx.peer.notify_tool_list_changed().await;
+                }
+                text("added test_added_tool")
+            }
             "test_elicitation" => {
                 self.elicit(&ctx, request_params, json!({
                     "message": args["message"],
