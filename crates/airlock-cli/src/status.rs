@@ -55,9 +55,10 @@ pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
         );
         for s in &hub.sources {
             unhealthy |= s.state == "failed";
-            let detail = match s.protocol.as_str() {
-                "" => s.detail.clone(),
-                version => format!("protocol {version}"),
+            let detail = match (s.protocol.as_str(), s.detail.as_str()) {
+                ("", detail) => detail.to_string(),
+                (version, "") => format!("protocol {version}"),
+                (version, detail) => format!("protocol {version}; {detail}"),
             };
             print_source(&s.name, &s.state, &detail, "");
         }

@@ -190,6 +190,24 @@ async fn a_2026_client_continues_a_2026_sources_call_under_airlocks_seal() {
         "the source's state shows: {state}"
     );
 
+    // Answers sent with a fresh call were asked by nobody: the source never
+    // sees them (it would say its state did not come back), it asks.
+    let prefilled = call(retry(
+        "c__test_elicitation",
+        json!({"message": "Delete everything?"}),
+        None,
+        &[("q1", "yes")],
+    ))
+    .await
+    .unwrap();
+    let asked = input_required(prefilled);
+    assert!(
+        asked
+            .request_state
+            .unwrap()
+            .starts_with("airlock-continue.")
+    );
+
     let refused = |e: rmcp::ServiceError| e.to_string();
     let fresh = || async {
         let r = input_required(call(retry(ROUNDS, json!({}), None, &[])).await.unwrap());

@@ -6,8 +6,11 @@
 //! lives: its list changes (the source's capabilities say which lists can
 //! change) and the resources some client subscribed to. When a client
 //! subscribes or unsubscribes, the stream is opened again with the new set.
-//! A stream that ends while the connection lives is opened again after a
-//! pause, so no change goes unheard for longer than that.
+//! Each time a stream is open the lists are read again, so a change made
+//! while no stream was open is not missed; a stream that ends while the
+//! connection lives is opened again after a pause that doubles each time
+//! (up to 30 s), and a source that has no `subscriptions/listen` at all is
+//! not asked again on this connection.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -20,8 +23,11 @@ use tokio::sync::watch;
 use crate::clean::cleaned;
 use crate::ports::{Downstream, Secrets};
 
-/// Between a stream that ended and the next one.
+/// Between a stream that ended and the next one, at first and at most.
 const REOPEN_AFTER: Duration = Duration::from_millis(500);
+const REOPEN_MAX: Duration = Duration::from_secs(30);
+/// How long a source has to acknowledge a stream.
+const OPEN_WITHIN: Duration = Duration::from_secs(10);
 
 /// The resources clients subscribed to on one source, each with how many
 /// subscriptions hold it.
@@ -98,6 +104,7 @@ impl Listener {
     /// connection; it never returns on its own).
     pub(crate) async fn run(self) {
         let mut changed = self.subscribed.changed.subscribe();
+        let mut pause = REOPEN_AFTER;
         loop {
             changed.mark_unchanged();
             let Some(filter) = self.filter() else {
@@ -107,27 +114,46 @@ impl Listener {
                 }
                 continue;
             };
-            match self.peer.listen(filter).await {
-                Ok(mut stream) => loop {
-                    tokio::select! {
-                        next = stream.next() => match next {
-                            Ok(Some(n)) => self.heard(n),
-                            Ok(None) => break,
-                            Err(e) => {
-                                tracing::warn!(source = %self.name, error = %e, "its notification stream failed");
-                                break;
-                            }
-                        },
-                        // The subscribed set changed: the stream is opened
-                        // again with it (dropping this one cancels it).
-                        _ = changed.changed() => break,
+            let opened = tokio::select! {
+                r = tokio::time::timeout(OPEN_WITHIN, self.peer.listen(filter)) => r,
+                _ = changed.changed() => continue,
+            };
+            match opened {
+                Ok(Ok(mut stream)) => {
+                    // What changed while no stream was open is read now.
+                    (self.lists_changed)();
+                    pause = REOPEN_AFTER;
+                    loop {
+                        tokio::select! {
+                            next = stream.next() => match next {
+                                Ok(Some(n)) => self.heard(n),
+                                Ok(None) => break,
+                                Err(e) => {
+                                    tracing::warn!(source = %self.name, error = %e, "its notification stream failed");
+                                    break;
+                                }
+                            },
+                            // The subscribed set changed: the stream is opened
+                            // again with it (dropping this one cancels it).
+                            _ = changed.changed() => break,
+                        }
                     }
-                },
-                Err(e) => {
-                    tracing::warn!(source = %self.name, error = %e, "it refused subscriptions/listen; its list changes are not heard");
+                }
+                Ok(Err(rmcp::ServiceError::McpError(e)))
+                    if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+                {
+                    tracing::warn!(source = %self.name, "it has no subscriptions/listen; its list changes are not heard");
+                    return std::future::pending().await;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(source = %self.name, error = %e, "it refused subscriptions/listen");
+                }
+                Err(_) => {
+                    tracing::warn!(source = %self.name, "it did not acknowledge subscriptions/listen within {}s", OPEN_WITHIN.as_secs());
                 }
             }
-            tokio::time::sleep(REOPEN_AFTER).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(REOPEN_MAX);
         }
     }
 

@@ -148,17 +148,17 @@ fn upstream_params(call: &ToolCall, target: &Target) -> CallToolRequestParams {
 /// quote what the transport saw, is scrubbed here.
 fn answered(
     hub: &Wire<'_>,
-    call: &ToolCall,
-    source: usize,
+    (call, target): (&ToolCall, &Target),
     result: Result<CallToolResponse, UpstreamError>,
     round: u32,
 ) -> Outcome {
+    let source = target.source;
     match result {
         // Only a 2026-07-28 client gets here with it (see `attached`).
         Ok(CallToolResponse::InputRequired(asked)) => input::wrap(
             &hub.approvals.seals,
             hub.approvals.principal(),
-            call,
+            (call, target),
             asked,
             round,
             hub.approvals.timing.ttl,
@@ -232,16 +232,23 @@ async fn send(
 /// and the source called again with the answers.
 async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target, first: u32) -> Outcome {
     let mut params = upstream_params(call, target);
-    let timeout = hub.sources.call_timeout(target.source);
+    // One budget for the whole call, however many rounds of input it takes.
+    let deadline = tokio::time::Instant::now() + hub.sources.call_timeout(target.source);
     for round in first.. {
+        if round > first && tokio::time::Instant::now() >= deadline {
+            return Outcome::Failed(format!(
+                "source did not finish within {}s of input rounds",
+                hub.sources.call_timeout(target.source).as_secs()
+            ));
+        }
         let result = match attached_once(hub, call, target, params.clone()).await {
             Ok(result) => result,
             Err(failed) => return failed,
         };
         let Ok(CallToolResponse::InputRequired(asked)) = result else {
-            return answered(hub, call, target.source, result, round);
+            return answered(hub, (call, target), result, round);
         };
-        match input::ask_client(call, &asked, round, timeout).await {
+        match input::ask_client(call, &asked, round, deadline).await {
             Ok(answers) => {
                 params.request_state = asked.request_state;
                 params.input_responses = Some(answers);
@@ -337,7 +344,7 @@ async fn attach(
         };
         match event {
             Event::Done(Some(result)) => {
-                return answered(hub, call, target.source, result, round);
+                return answered(hub, (call, target), result, round);
             }
             Event::Done(None) => return Outcome::Failed("the call ended without an answer".into()),
             Event::Cancelled => return Outcome::Failed("the client cancelled the call".into()),

@@ -125,7 +125,12 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
         // 2c. A 2026-07-28 client's retry with the person's answer.
         Entry::Answer => prompt::resume(&Desk::of(hub), &audit, call, target).await,
         Entry::Continue => {
-            match input::continued(&hub.approvals.seals, hub.approvals.principal(), &call) {
+            match input::continued(
+                &hub.approvals.seals,
+                hub.approvals.principal(),
+                &view,
+                (&call, &target),
+            ) {
                 Ok(c) => Admission::Allowed(Box::new(Allowed::continued(call, target, c))),
                 Err(why) => return refuse_state(&audit, &call, &why),
             }

@@ -27,6 +27,14 @@ pub(crate) enum Proof {
     Continued(Continuation),
 }
 
+/// A call that starts afresh answers no question: `inputResponses` the
+/// client sent with it were asked by nobody (a model could otherwise fill
+/// in a source's confirmation before any person saw it), so they are dropped.
+fn unasked(call: &mut ToolCall) {
+    call.params.input_responses = None;
+    call.params.request_state = None;
+}
+
 pub(crate) struct Allowed {
     call: ToolCall,
     target: Target,
@@ -34,7 +42,8 @@ pub(crate) struct Allowed {
 }
 
 impl Allowed {
-    pub(super) fn by_policy(call: ToolCall, target: Target, _yes: PolicyAllows) -> Allowed {
+    pub(super) fn by_policy(mut call: ToolCall, target: Target, _yes: PolicyAllows) -> Allowed {
+        unasked(&mut call);
         Allowed {
             call,
             target,
@@ -42,7 +51,8 @@ impl Allowed {
         }
     }
 
-    pub(super) fn by_run_grant(call: ToolCall, target: Target, _grant: GrantSpent) -> Allowed {
+    pub(super) fn by_run_grant(mut call: ToolCall, target: Target, _grant: GrantSpent) -> Allowed {
+        unasked(&mut call);
         Allowed {
             call,
             target,
@@ -59,6 +69,7 @@ impl Allowed {
         arguments: JsonObject,
     ) -> Allowed {
         call.params.arguments = Some(arguments);
+        unasked(&mut call);
         Allowed {
             call,
             target,
