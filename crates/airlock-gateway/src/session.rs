@@ -13,8 +13,8 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
-    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
-    UnsubscribeRequest, UnsubscribeRequestParams,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -100,6 +100,16 @@ impl Session {
     }
 
     /// Relays a request that carries no policy weight to one source.
+    async fn subscription(&self, source: usize, uri: &str, on: bool) -> Result<(), ErrorData> {
+        let timeout = self.hub.sources.call_timeout(source);
+        self.hub
+            .sources
+            .get(source)
+            .subscribe(self.id, uri, on, timeout)
+            .await
+            .map_err(|e| self.upstream_error(source, e))
+    }
+
     async fn relay(
         &self,
         source: usize,
@@ -305,12 +315,7 @@ impl ServerHandler for Session {
     ) -> Result<(), ErrorData> {
         self.remember(&context);
         let source = self.resource_source(&request.uri)?;
-        self.relay(
-            source,
-            ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
-        )
-        .await
-        .map(|_| ())
+        self.subscription(source, &request.uri, true).await
     }
 
     async fn unsubscribe(
@@ -319,12 +324,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let source = self.unsubscribe_source(&request.uri)?;
-        self.relay(
-            source,
-            ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
-        )
-        .await
-        .map(|_| ())
+        self.subscription(source, &request.uri, false).await
     }
 
     async fn complete(

@@ -351,3 +351,83 @@ async fn a_2026_sources_list_change_is_heard() {
     }
     client.cancel().await.unwrap();
 }
+
+/// An older client over HTTP that notes the resource updates it is told of.
+#[derive(Clone, Default)]
+struct Watcher {
+    updated: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Watcher {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+    }
+}
+
+/// Subscriptions are each client's own: with two clients subscribed to
+/// the same resource, one unsubscribing leaves the other's in place, and
+/// the update reaches the one still subscribed only — whether the source
+/// hears of subscriptions by `resources/subscribe` or on its 2026-07-28
+/// listen stream.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe: how an older client subscribes
+async fn one_clients_unsubscribe_leaves_anothers_subscription() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
+    const URI: &str = "test://static-text";
+    for protocol in ["auto", "legacy"] {
+        let scratch = Scratch::new();
+        let config = scratch
+            .reviewed_config(&format!(
+                "[sources.c]\ncommand = \"{{conformance}}\"\nprotocol = \"{protocol}\"\n"
+            ))
+            .await;
+        let addr = free_addr();
+        let _hub = scratch
+            .airlock(&[
+                "serve",
+                "--config",
+                &config.to_string_lossy(),
+                "--http",
+                &addr.to_string(),
+            ])
+            .spawn()
+            .unwrap();
+        wait_for_port(addr).await;
+        let url = format!("http://{addr}/mcp");
+        let (a, b) = (Watcher::default(), Watcher::default());
+        let client_a = a.clone().serve(scratch.http_transport(&url)).await.unwrap();
+        let client_b = b.clone().serve(scratch.http_transport(&url)).await.unwrap();
+        for client in [&client_a, &client_b] {
+            client
+                .subscribe(SubscribeRequestParams::new(URI))
+                .await
+                .unwrap();
+        }
+        client_a
+            .unsubscribe(UnsubscribeRequestParams::new(URI))
+            .await
+            .unwrap();
+        // A 2026-07-28 source's stream is opened again with the new set.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let announce = CallToolRequestParams::new("c__test_update_resource")
+            .with_arguments(json!({"uri": URI}).as_object().unwrap().clone());
+        client_a.call_tool(announce).await.unwrap();
+        for _ in 0..100 {
+            if !b.updated.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(*b.updated.lock().unwrap(), [URI], "{protocol}");
+        // Give a misrouted copy the time the right one took, and more.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(a.updated.lock().unwrap().is_empty(), "{protocol}");
+        client_a.cancel().await.unwrap();
+        client_b.cancel().await.unwrap();
+    }
+}

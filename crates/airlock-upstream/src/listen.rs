@@ -12,7 +12,7 @@
 //! (up to 30 s), and a source that has no `subscriptions/listen` at all is
 //! not asked again on this connection.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,28 +29,64 @@ const REOPEN_MAX: Duration = Duration::from_secs(30);
 /// How long a source has to acknowledge a stream.
 const OPEN_WITHIN: Duration = Duration::from_secs(10);
 
-/// The resources clients subscribed to on one source, each with how many
-/// subscriptions hold it.
+/// The resources clients subscribed to on one source, each with the client
+/// sessions that hold it: one session's unsubscribe ends only its own, and
+/// a session that ends lets go of all of its.
 #[derive(Default)]
 pub(crate) struct Subscribed {
-    uris: Mutex<BTreeMap<String, usize>>,
+    uris: Mutex<BTreeMap<String, BTreeSet<u64>>>,
     changed: watch::Sender<u64>,
 }
 
 impl Subscribed {
-    /// One more subscription to `uri` (`on`), or one fewer.
-    pub(crate) fn set(&self, uri: &str, on: bool) {
-        let mut uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
-        let before = uris.len();
-        if on {
-            *uris.entry(uri.to_string()).or_default() += 1;
-        } else if let Some(n) = uris.get_mut(uri) {
-            *n -= 1;
-            if *n == 0 {
-                uris.remove(uri);
+    /// Session `session` subscribes to `uri` (`on`), or unsubscribes.
+    /// Whether any session held `uri` before, and whether one does after.
+    pub(crate) fn set(&self, session: u64, uri: &str, on: bool) -> (bool, bool) {
+        let mut held = (false, false);
+        self.change(|uris| {
+            held.0 = uris.contains_key(uri);
+            if on {
+                uris.entry(uri.to_string()).or_default().insert(session);
+            } else if let Some(holders) = uris.get_mut(uri) {
+                holders.remove(&session);
+                if holders.is_empty() {
+                    uris.remove(uri);
+                }
             }
-        }
-        if uris.len() != before {
+            held.1 = uris.contains_key(uri);
+        });
+        held
+    }
+
+    /// Session `session` ended: its subscriptions go with it. The URIs
+    /// nobody holds any more.
+    pub(crate) fn forget(&self, session: u64) -> Vec<String> {
+        let mut released = Vec::new();
+        self.change(|uris| {
+            uris.retain(|uri, holders| {
+                holders.remove(&session);
+                if holders.is_empty() {
+                    released.push(uri.clone());
+                }
+                !holders.is_empty()
+            })
+        });
+        released
+    }
+
+    /// The sessions subscribed to `uri`.
+    pub(crate) fn holders(&self, uri: &str) -> Vec<u64> {
+        let uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
+        uris.get(uri)
+            .map(|h| h.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    fn change(&self, edit: impl FnOnce(&mut BTreeMap<String, BTreeSet<u64>>)) {
+        let mut uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
+        let before: Vec<String> = uris.keys().cloned().collect();
+        edit(&mut uris);
+        if !uris.keys().eq(before.iter()) {
             self.changed.send_modify(|g| *g += 1);
         }
     }
@@ -123,20 +159,23 @@ impl Listener {
                     // What changed while no stream was open is read now.
                     (self.lists_changed)();
                     pause = REOPEN_AFTER;
-                    loop {
+                    let resubscribe = loop {
                         tokio::select! {
                             next = stream.next() => match next {
                                 Ok(Some(n)) => self.heard(n),
-                                Ok(None) => break,
+                                Ok(None) => break false,
                                 Err(e) => {
                                     tracing::warn!(source = %self.name, error = %e, "its notification stream failed");
-                                    break;
+                                    break false;
                                 }
                             },
                             // The subscribed set changed: the stream is opened
-                            // again with it (dropping this one cancels it).
-                            _ = changed.changed() => break,
+                            // again with it at once (dropping this one cancels it).
+                            _ = changed.changed() => break true,
                         }
+                    };
+                    if resubscribe {
+                        continue;
                     }
                 }
                 Ok(Err(rmcp::ServiceError::McpError(e)))

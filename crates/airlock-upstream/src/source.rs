@@ -1,5 +1,8 @@
 //! One supervised upstream connection.
 
+// resources/subscribe is legacy-only, and still what an older source speaks.
+#![allow(deprecated)]
+
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -9,7 +12,7 @@ use rmcp::model::{
     CancelledNotificationParam, ClientNotification, ClientRequest, GetPromptRequestParams,
     GetPromptResponse, ProgressToken, Prompt, ProtocolVersion, ReadResourceRequestParams,
     ReadResourceResponse, RequestId, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
-    Tool,
+    SubscribeRequest, SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use tokio::sync::{Notify, watch};
@@ -393,30 +396,85 @@ impl Source {
         )
     }
 
-    /// Any other request (completion, subscribe, logging level), relayed whole.
-    /// A 2026-07-28 source has no `resources/subscribe`: a subscription to
-    /// it joins the set its notification stream asks for.
+    /// Any other request (completion, logging level), relayed whole.
     pub async fn request(
         &self,
         request: rmcp::model::ClientRequest,
         timeout: Duration,
     ) -> Result<rmcp::model::ServerResult, UpstreamError> {
         let peer = self.peer()?;
-        if is_modern(&peer) {
-            match &request {
-                ClientRequest::SubscribeRequest(r) => {
-                    self.subscribed.set(&r.params.uri, true);
-                    return Ok(ServerResult::empty(()));
-                }
-                ClientRequest::UnsubscribeRequest(r) => {
-                    self.subscribed.set(&r.params.uri, false);
-                    return Ok(ServerResult::empty(()));
-                }
-                _ => {}
-            }
-        }
         let r = self.bounded(timeout, peer.send_request(request)).await?;
         self.clean(r)
+    }
+
+    /// Client session `session` subscribes to `uri` (`on`) or unsubscribes.
+    /// Subscriptions are held per session: one session's unsubscribe ends
+    /// only its own. A 2026-07-28 source has no `resources/subscribe`: the
+    /// URIs held join the set its notification stream asks for. An older
+    /// source is asked when the first session subscribes to a URI and told
+    /// when the last one lets go.
+    pub async fn subscribe(
+        &self,
+        session: u64,
+        uri: &str,
+        on: bool,
+        timeout: Duration,
+    ) -> Result<(), UpstreamError> {
+        let peer = self.peer()?;
+        if is_modern(&peer) {
+            let offers = peer
+                .peer_info()
+                .and_then(|i| i.capabilities.resources.as_ref().and_then(|r| r.subscribe))
+                == Some(true);
+            if on && !offers {
+                return Err(UpstreamError::Other {
+                    src: self.name.to_string(),
+                    detail: "it does not offer resource subscriptions".into(),
+                });
+            }
+            self.subscribed.set(session, uri, on);
+            return Ok(());
+        }
+        let (before, after) = self.subscribed.set(session, uri, on);
+        let request = match (on, before, after) {
+            (true, false, _) => ClientRequest::SubscribeRequest(SubscribeRequest::new(
+                SubscribeRequestParams::new(uri),
+            )),
+            (false, true, false) => ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+                UnsubscribeRequestParams::new(uri),
+            )),
+            // Another session holds it still, or already did.
+            _ => return Ok(()),
+        };
+        let sent = self.request(request, timeout).await.map(|_| ());
+        if sent.is_err() && on {
+            // Not subscribed upstream: not held here either.
+            self.subscribed.set(session, uri, false);
+        }
+        sent
+    }
+
+    /// Client session `session` ended: its subscriptions end with it, and
+    /// an older source is told of each URI nobody holds any more.
+    pub fn forget_subscriber(&self, session: u64) {
+        let released = self.subscribed.forget(session);
+        let Ok(peer) = self.peer() else { return };
+        if released.is_empty() || is_modern(&peer) {
+            return;
+        }
+        tokio::spawn(async move {
+            for uri in released {
+                let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+                    UnsubscribeRequestParams::new(uri),
+                ));
+                let _ = peer.send_request(request).await;
+            }
+        });
+    }
+
+    /// The client sessions subscribed to `uri` on this source.
+    pub fn subscribers(&self, uri: &str) -> Vec<u64> {
+        self.subscribed.holders(uri)
     }
 
     /// An answer of a kind this build does not know, so cannot scrub: withheld.

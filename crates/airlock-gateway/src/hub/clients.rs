@@ -123,6 +123,19 @@ impl Clients {
         }
     }
 
+    /// Queues `note` for each of these sessions that is still live.
+    pub(crate) fn post_to(&self, ids: &[SessionId], note: Note) {
+        let outboxes: Vec<Arc<Outbox>> = {
+            let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            ids.iter()
+                .filter_map(|id| sessions.get(id).map(|(_, o)| o.clone()))
+                .collect()
+        };
+        for outbox in outboxes {
+            outbox.post(note.clone());
+        }
+    }
+
     /// Queues `note` from source `index` for the client it is for: the one
     /// calling the source, or every client when none or several are.
     pub(crate) fn post_from(&self, index: usize, note: Note) {

@@ -103,9 +103,19 @@ impl Downstream for Link {
         hub.clients.post_from(index, Note::Log(params));
     }
 
-    fn resource_updated(&self, _source: &str, params: ResourceUpdatedNotificationParam) {
+    /// To the sessions subscribed to the URI; to every client when none is
+    /// known to be (an older source may announce URIs under one subscribed).
+    fn resource_updated(&self, source: &str, params: ResourceUpdatedNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
-        hub.clients.post_all(Note::ResourceUpdated(params));
+        let holders = hub
+            .sources
+            .index_of(source)
+            .map(|i| hub.sources.get(i).subscribers(&params.uri))
+            .unwrap_or_default();
+        match holders.is_empty() {
+            true => hub.clients.post_all(Note::ResourceUpdated(params)),
+            false => hub.clients.post_to(&holders, Note::ResourceUpdated(params)),
+        }
     }
 
     fn catalog_changed(&self, source: &str) {

@@ -250,5 +250,8 @@ impl Hub {
     pub(crate) fn forget_session(&self, id: SessionId) {
         self.approvals.run_grants.forget_session(id);
         self.clients.forget(id);
+        for source in self.sources.all() {
+            source.forget_subscriber(id);
+        }
     }
 }

@@ -22,7 +22,8 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Prompt,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    ResourceTemplate, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
     SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
@@ -43,8 +44,10 @@ fn no_args() -> Value {
 
 /// Set once `test_add_tool` ran: the list then has `test_added_tool` too.
 static GROWN: AtomicBool = AtomicBool::new(false);
-/// Told of each change of the tool list, for the listen streams open.
-static TOOLS_CHANGED: LazyLock<broadcast::Sender<()>> = LazyLock::new(|| broadcast::channel(8).0);
+/// What the listen streams open are told: each change of the tool list,
+/// each update of a resource (each stream's own filter picks).
+static ANNOUNCED: LazyLock<broadcast::Sender<ServerNotification>> =
+    LazyLock::new(|| broadcast::channel(8).0);
 
 fn tools() -> Vec<Tool> {
     let t = |name: &str, description: &str, schema: Value| -> Tool {
@@ -74,6 +77,11 @@ fn tools() -> Vec<Tool> {
             string_arg("prompt"),
         ),
         t("test_elicitation", "Asks the user", string_arg("message")),
+        t(
+            "test_update_resource",
+            "Announces that a resource was updated",
+            string_arg("uri"),
+        ),
         t(
             "test_add_tool",
             "Adds a tool to this server's list and announces the change",
@@ -304,15 +312,13 @@ impl ServerHandler for Fixture {
 
     /// A 2026-07-28 client hears of list changes on its listen stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changed = TOOLS_CHANGED.subscribe();
+        let mut announced = ANNOUNCED.subscribe();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                r = changed.recv() => {
-                    if r.is_err() {
-                        return Ok(());
-                    }
-                    let n = ServerNotification::ToolListChangedNotification(Default::default());
+                r = announced.recv() => {
+                    let Ok(n) = r else { return Ok(()) };
+                    // Outside this stream's filter: not for it.
                     let _ = context.sink().send(n).await;
                 }
             }
@@ -375,10 +381,24 @@ impl ServerHandler for Fixture {
                 }
             }
             "test_input_rounds" => self.rounds(&ctx, request_params).await,
+            "test_update_resource" => {
+                let uri = args["uri"].as_str().unwrap_or_default();
+                let params = ResourceUpdatedNotificationParam::new(uri);
+                if is_modern(&ctx) {
+                    let n = ServerNotification::ResourceUpdatedNotification(
+                        ResourceUpdatedNotification::new(params),
+                    );
+                    let _ = ANNOUNCED.send(n);
+                } else {
+                    let _ = ctx.peer.notify_resource_updated(params).await;
+                }
+                text("updated")
+            }
             "test_add_tool" => {
                 GROWN.store(true, Ordering::SeqCst);
                 if is_modern(&ctx) {
-                    let _ = TOOLS_CHANGED.send(());
+                    let n = ServerNotification::ToolListChangedNotification(Default::default());
+                    let _ = ANNOUNCED.send(n);
                 } else {
                     let _ = ctx.peer.notify_tool_list_changed().await;
                 }
