@@ -12,8 +12,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::model::{LoggingMessageNotificationParam, ResourceUpdatedNotificationParam};
-use rmcp::service::{Peer, RoleServer};
+use rmcp::model::{
+    LoggingMessageNotificationParam, PromptListChangedNotification,
+    ResourceListChangedNotification, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
+    ServerNotification, ToolListChangedNotification,
+};
+use rmcp::service::{Peer, RoleServer, SubscriptionSink};
 use tokio::sync::mpsc;
 
 /// Notifications one client may have waiting.
@@ -50,6 +54,47 @@ impl Outbox {
                 };
                 if sent.is_err() && peer.is_transport_closed() {
                     break;
+                }
+            }
+        });
+        Arc::new(Outbox {
+            tx,
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// The outbox of a 2026-07-28 client's `subscriptions/listen` stream:
+    /// what its filter takes goes down the stream (the sink refuses the
+    /// rest); logs are not sent on streams.
+    pub(crate) fn for_stream(sink: SubscriptionSink) -> Arc<Outbox> {
+        let (tx, mut rx) = mpsc::channel(CAPACITY);
+        tokio::spawn(async move {
+            while let Some(note) = rx.recv().await {
+                let notes = match note {
+                    Note::Log(_) => continue,
+                    Note::ResourceUpdated(p) => {
+                        vec![ServerNotification::ResourceUpdatedNotification(
+                            ResourceUpdatedNotification::new(p),
+                        )]
+                    }
+                    Note::ListsChanged => vec![
+                        ServerNotification::ToolListChangedNotification(
+                            ToolListChangedNotification::default(),
+                        ),
+                        ServerNotification::PromptListChangedNotification(
+                            PromptListChangedNotification::default(),
+                        ),
+                        ServerNotification::ResourceListChangedNotification(
+                            ResourceListChangedNotification::default(),
+                        ),
+                    ],
+                };
+                for n in notes {
+                    if let Err(rmcp::service::SubscriptionSendError::SubscriptionClosed) =
+                        sink.send(n).await
+                    {
+                        return;
+                    }
                 }
             }
         });

@@ -14,9 +14,9 @@ use rmcp::model::{
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
     ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 
 use crate::catalog::UriRoute;
@@ -316,6 +316,47 @@ impl ServerHandler for Session {
         self.remember(&context);
         let source = self.resource_source(&request.uri)?;
         self.subscription(source, &request.uri, true).await
+    }
+
+    /// A 2026-07-28 client's stream takes the list changes it asks for and
+    /// the resources it may read; any other resource is left out.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
+            uris.retain(|uri| self.resource_source(uri).is_ok());
+        }
+        Some(accepted)
+    }
+
+    /// The stream lives as a session of its own until the client ends it:
+    /// its resources are subscribed to at their sources under that session,
+    /// and released with it.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let id = self.hub.clients.new_id();
+        let peer = context.request_context().peer.clone();
+        self.hub
+            .clients
+            .register_stream(id, peer, context.sink().clone());
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in uris {
+            if let Ok(source) = self.resource_source(&uri) {
+                let timeout = self.hub.sources.call_timeout(source);
+                let upstream = self.hub.sources.get(source);
+                if let Err(e) = upstream.subscribe(id, &uri, true, timeout).await {
+                    tracing::warn!(%uri, error = %e, "a listen stream's resource could not be subscribed to");
+                }
+            }
+        }
+        context.cancelled().await;
+        self.hub.forget_session(id);
+        Ok(())
     }
 
     async fn unsubscribe(

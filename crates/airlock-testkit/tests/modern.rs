@@ -59,8 +59,19 @@ impl ClientHandler for Person {
 #[tokio::test]
 async fn each_source_speaks_the_newest_protocol_it_offers_unless_pinned() {
     let scratch = Scratch::new();
-    let config = scratch.reviewed_config(SOURCES).await;
+    // `raw` answers `server/discover` with "method not found" and agrees
+    // to whatever version `initialize` asks for: it gets the handshake's
+    // own newest, never 2026-07-28 (which only discovery reaches).
+    let config = scratch
+        .reviewed_config(&format!(
+            "{SOURCES}\n[sources.raw]\ncommand = \"{{fixture}}\"\n"
+        ))
+        .await;
     let report = scratch.doctor(&config).await;
+    assert!(
+        report.contains("ok    source raw: protocol 2025-11-25"),
+        "{report}"
+    );
     assert!(
         report.contains("ok    source c: protocol 2026-07-28"),
         "{report}"
@@ -430,4 +441,85 @@ async fn one_clients_unsubscribe_leaves_anothers_subscription() {
         client_a.cancel().await.unwrap();
         client_b.cancel().await.unwrap();
     }
+}
+
+/// A 2026-07-28 client hears list changes and the updates of the
+/// resources it asked for on its own `subscriptions/listen` stream; a
+/// resource no source offers is left out of what airlock accepts.
+#[tokio::test]
+async fn a_2026_client_listens_for_changes_and_updates() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    const URI: &str = "test://static-text";
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config("[sources.c]\ncommand = \"{conformance}\"\n")
+        .await;
+    let addr = free_addr();
+    let _hub = scratch
+        .airlock(&[
+            "serve",
+            "--config",
+            &config.to_string_lossy(),
+            "--http",
+            &addr.to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_port(addr).await;
+    let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .resource_subscriptions([URI, "test://no-such-resource"])
+        .build();
+    let mut stream = client.peer().listen(filter).await.unwrap();
+    assert_eq!(
+        stream.acknowledged().resource_subscriptions.as_deref(),
+        Some(&[URI.to_string()][..])
+    );
+    // The stream is acknowledged before the source's own stream takes the
+    // resource in, so an update in that moment may be missed: announced
+    // again until one arrives (bounded).
+    let update = CallToolRequestParams::new("c__test_update_resource")
+        .with_arguments(json!({"uri": URI}).as_object().unwrap().clone());
+    let mut heard = None;
+    for _ in 0..40 {
+        client.call_tool_once(update.clone()).await.unwrap();
+        let wait = std::time::Duration::from_millis(250);
+        if let Ok(n) = tokio::time::timeout(wait, stream.next()).await {
+            heard = Some(n.unwrap().unwrap());
+            break;
+        }
+    }
+    match heard {
+        Some(ServerNotification::ResourceUpdatedNotification(n)) => assert_eq!(n.params.uri, URI),
+        other => panic!("expected the update, got {other:?}"),
+    }
+    // Updates announced more than once may still be on their way.
+    loop {
+        let wait = std::time::Duration::from_millis(300);
+        match tokio::time::timeout(wait, stream.next()).await {
+            Ok(n) => match n.unwrap().unwrap() {
+                ServerNotification::ResourceUpdatedNotification(_) => continue,
+                other => panic!("expected only updates, got {other:?}"),
+            },
+            Err(_) => break,
+        }
+    }
+    client
+        .call_tool_once(CallToolRequestParams::new("c__test_add_tool"))
+        .await
+        .unwrap();
+    match next(&mut stream).await {
+        ServerNotification::ToolListChangedNotification(_) => {}
+        other => panic!("expected the list change, got {other:?}"),
+    }
+    client.cancel().await.unwrap();
+}
+
+async fn next(stream: &mut rmcp::service::Subscription) -> rmcp::model::ServerNotification {
+    let wait = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next());
+    wait.await
+        .expect("a notification in time")
+        .unwrap()
+        .unwrap()
 }

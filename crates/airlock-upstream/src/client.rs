@@ -12,13 +12,16 @@ use std::sync::Arc;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, Implementation, ServerNotification,
-    ServerRequest,
+    ClientCapabilities, ClientConfig, ClientResult, Implementation, ProtocolVersion,
+    ServerNotification, ServerRequest,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
 
 use crate::clean::cleaned;
 use crate::ports::{Downstream, Secrets};
+
+/// The newest version the `initialize` handshake speaks.
+pub(crate) const LEGACY: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
 pub(crate) struct UpstreamClient {
     /// Called when the server says one of its lists changed.
@@ -91,9 +94,12 @@ impl Service<RoleClient> for UpstreamClient {
     }
 
     fn get_info(&self) -> ClientConfig {
+        // What `initialize` asks for: 2026-07-28 is reached by
+        // `server/discover`, never by the legacy handshake.
         ClientConfig::new(
             client_capabilities(),
             Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(LEGACY)
     }
 }

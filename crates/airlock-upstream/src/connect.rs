@@ -289,7 +289,7 @@ fn lifecycle(protocol: Protocol) -> ClientLifecycleMode {
     match protocol {
         Protocol::Auto => ClientLifecycleMode::Auto {
             preferred_versions: modern,
-            legacy_version: None,
+            legacy_version: Some(crate::client::LEGACY),
         },
         Protocol::Legacy => ClientLifecycleMode::Initialize,
         Protocol::Modern => ClientLifecycleMode::Discover {

@@ -313,6 +313,10 @@ impl Source {
         .await
         {
             Ok(Ok(snapshot)) => {
+                // Read again without a change (a stream reopened): nothing to tell.
+                if same_lists(&self.snapshot(), &snapshot) {
+                    return;
+                }
                 *self.snapshot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(snapshot);
                 self.downstream.catalog_changed(&self.name);
             }
@@ -561,6 +565,14 @@ fn classify(name: &str, secrets: &dyn Secrets, e: ServiceError) -> UpstreamError
             },
         }
     }
+}
+
+/// Whether two listings offer the same, definition for definition.
+fn same_lists(a: &Snapshot, b: &Snapshot) -> bool {
+    let json = |s: &Snapshot| {
+        serde_json::to_value((&s.tools, &s.resources, &s.resource_templates, &s.prompts)).ok()
+    };
+    json(a).is_some() && json(a) == json(b)
 }
 
 /// Whether the connection speaks 2026-07-28 (or later).

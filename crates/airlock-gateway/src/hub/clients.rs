@@ -109,6 +109,18 @@ impl Clients {
         });
     }
 
+    /// A 2026-07-28 client's listen stream, as a session of its own: it is
+    /// told what the session's filter takes, until it is forgotten.
+    pub(crate) fn register_stream(
+        &self,
+        id: SessionId,
+        peer: Peer<RoleServer>,
+        sink: rmcp::service::SubscriptionSink,
+    ) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.insert(id, (peer, Outbox::for_stream(sink)));
+    }
+
     pub(crate) fn forget(&self, id: SessionId) {
         self.sessions
             .lock()
