@@ -1,7 +1,10 @@
 """Runs the MCP conformance suite's server scenarios twice: against the
 conformance fixture directly, and through airlock with the fixture as its
-only (unprefixed) stdio source. Every check that passes directly must pass
-through airlock. Prints both tallies; exits 1 on any regression.
+only (unprefixed) stdio source, for each of the suite's versions (0.1.16,
+and 0.2.0-alpha.12 with the 2026-07-28 scenarios), one airlock per suite
+for the whole run, scenarios in suite order. Every check that passes
+directly must pass through airlock. Prints the tallies; exits 1 on any
+regression.
 
 The suite's client cannot be given headers, and airlock's HTTP face wants
 the user's token on every request, so the suite reaches airlock through a
@@ -24,7 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "target" / "debug"
 NODE = ROOT / ".tools" / "node_modules" / ".bin" / "node"
-SUITE = ROOT / ".tools" / "node_modules" / ".bin" / "conformance"
+SUITES = {
+    "0.1.16": ROOT / ".tools" / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+    "0.2.0-alpha.12": ROOT / ".tools" / "node_modules" / "conformance-next" / "dist" / "index.js",
+}
 
 
 def free_port() -> int:
@@ -46,10 +52,10 @@ def wait_port(port: int, proc: subprocess.Popen) -> None:
     sys.exit(f"nothing listens on {port}")
 
 
-def run_suite(url: str, out: Path) -> dict:
+def run_suite(suite: Path, url: str, out: Path) -> dict:
     """{check id: status} over every scenario of the suite."""
     subprocess.run(
-        [str(NODE), str(SUITE), "server", "--url", url, "--suite", "all", "-o", str(out)],
+        [str(NODE), str(suite), "server", "--url", url, "--suite", "all", "-o", str(out)],
         check=False,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -124,7 +130,8 @@ def tally(results: dict) -> str:
     return f"{passed} passed, {failed} failed, {len(results)} checks"
 
 
-def main() -> None:
+def compare(version: str, suite: Path) -> bool:
+    """Runs one suite directly and through airlock; whether nothing was lost."""
     work = Path(tempfile.mkdtemp(prefix="airlock-conformance-"))
     direct_port, hub_port = free_port(), free_port()
     fixture = subprocess.Popen(
@@ -155,22 +162,29 @@ def main() -> None:
         token = (work / "home" / "http-token").read_text().strip()
         relay = token_relay(hub_port, token)
         relay_port = relay.server_address[1]
-        direct = run_suite(f"http://127.0.0.1:{direct_port}/mcp", work / "direct")
-        through = run_suite(f"http://127.0.0.1:{relay_port}/mcp", work / "through")
+        direct = run_suite(suite, f"http://127.0.0.1:{direct_port}/mcp", work / "direct")
+        through = run_suite(suite, f"http://127.0.0.1:{relay_port}/mcp", work / "through")
         relay.shutdown()
     finally:
         for p in (fixture, hub):
             p.terminate()
             p.wait(timeout=10)
-    print(f"conformance fixture directly: {tally(direct)}")
-    print(f"through airlock:              {tally(through)}")
+    print(f"suite {version}, conformance fixture directly: {tally(direct)}")
+    print(f"suite {version}, through airlock:              {tally(through)}")
     lost = [c for c, s in direct.items() if s == "SUCCESS" and through.get(c) != "SUCCESS"]
     if lost:
-        print("checks that pass directly but not through airlock:")
+        print(f"suite {version}: checks that pass directly but not through airlock:")
         for c in lost:
             print(f"  {c}: {through.get(c, 'missing')}")
+        return False
+    print(f"suite {version}: every check that passes directly also passes through airlock")
+    return True
+
+
+def main() -> None:
+    ok = [compare(version, suite) for version, suite in SUITES.items()]
+    if not all(ok):
         sys.exit(1)
-    print("every check that passes directly also passes through airlock")
 
 
 if __name__ == "__main__":

@@ -201,23 +201,35 @@ async fn a_2026_client_continues_a_2026_sources_call_under_airlocks_seal() {
         "the source's state shows: {state}"
     );
 
-    // Answers sent with a fresh call were asked by nobody: the source never
-    // sees them (it would say its state did not come back), it asks.
-    let prefilled = call(retry(
-        "c__test_elicitation",
-        json!({"message": "Delete everything?"}),
-        None,
-        &[("q1", "yes")],
-    ))
-    .await
-    .unwrap();
-    let asked = input_required(prefilled);
+    // Answers sent with a fresh call reach the source (a stateless source
+    // may take them); this one wants its own state back with them, and
+    // says so. Under airlock's own keys they never reach it: it asks.
+    let elicit = |answers: &[(&str, &str)]| {
+        retry(
+            "c__test_elicitation",
+            json!({"message": "Your name?"}),
+            None,
+            answers,
+        )
+    };
+    let passed = call(elicit(&[("q1", "yes")])).await.unwrap();
+    let CallToolResponse::Complete(passed) = passed else {
+        panic!("the source should have judged the answer itself: {passed:?}");
+    };
     assert!(
-        asked
-            .request_state
-            .unwrap()
-            .starts_with("airlock-continue.")
+        first_text(&passed).contains("did not come back unchanged"),
+        "{passed:?}"
     );
+    for reserved in ["airlock-approval", "airlock-input", "airlock"] {
+        let asked = call(elicit(&[(reserved, "yes")])).await.unwrap();
+        let asked = input_required(asked);
+        assert!(
+            asked
+                .request_state
+                .unwrap()
+                .starts_with("airlock-continue.")
+        );
+    }
 
     let refused = |e: rmcp::ServiceError| e.to_string();
     let fresh = || async {

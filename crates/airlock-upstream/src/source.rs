@@ -9,10 +9,11 @@ use std::time::Duration;
 use airlock_config::SourceConfig;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification,
-    CancelledNotificationParam, ClientNotification, ClientRequest, GetPromptRequestParams,
-    GetPromptResponse, ProgressToken, Prompt, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, RequestId, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
-    SubscribeRequest, SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+    CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
+    GetPromptRequestParams, GetPromptResponse, ProgressToken, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, RequestId, RequestMetaObject, Resource,
+    ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequest, SubscribeRequestParams,
+    Tool, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use tokio::sync::{Notify, watch};
@@ -339,14 +340,24 @@ impl Source {
     /// Sends a `tools/call` and returns at once with a handle whose
     /// progress token the upstream will use; await [`PendingCall::finish`]
     /// for the answer. Dropping the handle early cancels the call upstream.
+    ///
+    /// `client` is what the calling client can do: a 2026-07-28 source is
+    /// told that, not airlock's own (which relays everything), so it asks
+    /// only for input the client can give.
     pub async fn start_call(
         &self,
         params: CallToolRequestParams,
+        client: Option<&ClientCapabilities>,
         timeout: Duration,
     ) -> Result<PendingCall, UpstreamError> {
         let peer = self.peer()?;
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
+        if let Some(caps) = client.filter(|_| is_modern(&peer)) {
+            let mut meta = RequestMetaObject::default();
+            meta.set_client_capabilities(caps.clone());
+            options.meta = Some(meta);
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
             .send_request_with_option(request, options)

@@ -219,7 +219,7 @@ async fn send(
     let pending = hub
         .sources
         .get(target.source)
-        .start_call(params, timeout)
+        .start_call(params, call.capabilities.as_ref(), timeout)
         .await
         .map_err(|e| Outcome::Failed(e.to_string()))?;
     in_flight.set_upstream_token(pending.progress_token.clone());

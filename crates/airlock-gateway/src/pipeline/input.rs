@@ -37,6 +37,8 @@ use airlock_config::Action;
 /// Rounds of input one call may ask for; a source that keeps asking is
 /// stopped there.
 pub(crate) const MAX_ROUNDS: u32 = 16;
+/// Keys of airlock's own input requests; a source may not use them.
+pub(crate) const RESERVED: &str = "airlock";
 /// Requests one round may hold.
 pub(crate) const MAX_REQUESTS: usize = 8;
 
@@ -52,7 +54,7 @@ fn refused(asked: &InputRequiredResult, round: u32) -> Option<Outcome> {
             "the source asked for more than {MAX_REQUESTS} inputs at once; airlock stopped it"
         )));
     }
-    if requests.is_some_and(|r| r.keys().any(|k| k.starts_with("airlock"))) {
+    if requests.is_some_and(|r| r.keys().any(|k| k.starts_with(RESERVED))) {
         return Some(Outcome::Failed(
             "the source named an input request as airlock's own; airlock stopped it".into(),
         ));

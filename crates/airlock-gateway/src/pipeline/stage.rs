@@ -27,11 +27,15 @@ pub(crate) enum Proof {
     Continued(Continuation),
 }
 
-/// A call that starts afresh answers no question: `inputResponses` the
-/// client sent with it were asked by nobody (a model could otherwise fill
-/// in a source's confirmation before any person saw it), so they are dropped.
+/// What a fresh call may carry for its source: the client's answers to
+/// the source's own questions pass (a 2026-07-28 source may be stateless
+/// and take them at face value; the call is decided by policy like any
+/// other), but nothing under airlock's own keys, and no state, which only
+/// airlock's seal gives back.
 fn unasked(call: &mut ToolCall) {
-    call.params.input_responses = None;
+    if let Some(answers) = call.params.input_responses.as_mut() {
+        answers.retain(|key, _| !key.starts_with(crate::pipeline::input::RESERVED));
+    }
     call.params.request_state = None;
 }
 

@@ -8,6 +8,8 @@
 
 #![allow(deprecated)] // sampling and logging: SEP-2577-deprecated, still tested
 
+mod mrtr;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -22,7 +24,7 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, Prompt,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ResourceUpdatedNotification, ResourceUpdatedNotificationParam,
+    ResourceTemplate, ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ResultType,
     ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
     SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
@@ -114,6 +116,9 @@ fn tools() -> Vec<Tool> {
             }),
         ),
     ]
+    .into_iter()
+    .chain(mrtr::TOOLS.iter().map(|name| t(name, "Asks for input (SEP-2322)", no_args())))
+    .collect()
 }
 
 fn content(blocks: Value) -> CallToolResponse {
@@ -175,6 +180,128 @@ impl Fixture {
                 Some(state),
             ))),
         }
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let request_params = &request;
+        Ok(match request.name.as_ref() {
+            "test_simple_text" => text("This is a simple text response for testing."),
+            "test_image_content" => content(json!([{"type": "image", "data": PNG, "mimeType": "image/png"}])),
+            "test_audio_content" => content(json!([{"type": "audio", "data": WAV, "mimeType": "audio/wav"}])),
+            "test_embedded_resource" => content(json!([{"type": "resource", "resource": {
+                "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."
+            }}])),
+            "test_multiple_content_types" => content(json!([
+                {"type": "text", "text": "Multiple content types test:"},
+                {"type": "image", "data": PNG, "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}
+            ])),
+            "test_tool_with_logging" => {
+                self.log(&ctx, "Tool execution started").await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.log(&ctx, "Tool processing data").await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                self.log(&ctx, "Tool execution completed").await;
+                text("Logging test completed")
+            }
+            "test_error_handling" => CallToolResponse::Complete(from(json!({
+                "isError": true, "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}]
+            }))),
+            "test_tool_with_progress" => {
+                let token = ctx.meta.get_progress_token();
+                for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                    if i > 0 {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    if let Some(token) = &token {
+                        let n: ProgressNotificationParam =
+                            from(json!({"progressToken": token, "progress": p, "total": 100.0}));
+                        let _ = ctx.peer.notify_progress(n).await;
+                    }
+                }
+                text("Progress test completed")
+            }
+            "test_sampling" => {
+                let params: CreateMessageRequestParams = from(json!({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": args["prompt"]}}],
+                    "maxTokens": 100
+                }));
+                let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+                match self.ask(&ctx, request_params, 1, request).await {
+                    Ok(r) => text(&format!("LLM response: {}", r["content"]["text"].as_str().unwrap_or(""))),
+                    Err(response) => response,
+                }
+            }
+            "test_input_rounds" => self.rounds(&ctx, request_params).await,
+            name if name.starts_with("test_input_required_result_") => {
+                return mrtr::call(request_params, ctx.client_capabilities());
+            }
+            "test_update_resource" => {
+                let uri = args["uri"].as_str().unwrap_or_default();
+                let params = ResourceUpdatedNotificationParam::new(uri);
+                if is_modern(&ctx) {
+                    let n = ServerNotification::ResourceUpdatedNotification(
+                        ResourceUpdatedNotification::new(params),
+                    );
+                    let _ = ANNOUNCED.send(n);
+                } else {
+                    let _ = ctx.peer.notify_resource_updated(params).await;
+                }
+                text("updated")
+            }
+            "test_add_tool" => {
+                GROWN.store(true, Ordering::SeqCst);
+                if is_modern(&ctx) {
+                    let n = ServerNotification::ToolListChangedNotification(Default::default());
+                    let _ = ANNOUNCED.send(n);
+                } else {
+                    let _ = ctx.peer.notify_tool_list_changed().await;
+                }
+                text("added test_added_tool")
+            }
+            "test_elicitation" => {
+                self.elicit(&ctx, request_params, json!({
+                    "message": args["message"],
+                    "requestedSchema": {"type": "object", "properties": {
+                        "username": {"type": "string", "description": "User's response"},
+                        "email": {"type": "string", "description": "User's email address"}
+                    }, "required": ["username", "email"]}
+                }), "User response: ").await
+            }
+            "test_elicitation_sep1034_defaults" => {
+                self.elicit(&ctx, request_params, json!({
+                    "message": "Please review and update the form fields with defaults",
+                    "requestedSchema": {"type": "object", "properties": {
+                        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                        "age": {"type": "integer", "description": "User age", "default": 30},
+                        "score": {"type": "number", "description": "User score", "default": 95.5},
+                        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                        "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                    }}
+                }), "Elicitation completed: ").await
+            }
+            "test_elicitation_sep1330_enums" => {
+                self.elicit(&ctx, request_params, json!({
+                    "message": "Please select options from the enum fields",
+                    "requestedSchema": {"type": "object", "properties": {
+                        "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
+                            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+                        "untitledMulti": {"type": "array", "description": "Select multiple options", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
+                    }}
+                }), "Elicitation completed: ").await
+            }
+            "json_schema_2020_12_tool" => text("ok"),
+            other => return Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
+        })
     }
 
     /// Two questions, one after the other. On 2026-07-28 the state carries
@@ -330,117 +457,14 @@ impl ServerHandler for Fixture {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let args = Value::Object(request.arguments.clone().unwrap_or_default());
-        let request_params = &request;
-        Ok(match request.name.as_ref() {
-            "test_simple_text" => text("This is a simple text response for testing."),
-            "test_image_content" => content(json!([{"type": "image", "data": PNG, "mimeType": "image/png"}])),
-            "test_audio_content" => content(json!([{"type": "audio", "data": WAV, "mimeType": "audio/wav"}])),
-            "test_embedded_resource" => content(json!([{"type": "resource", "resource": {
-                "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."
-            }}])),
-            "test_multiple_content_types" => content(json!([
-                {"type": "text", "text": "Multiple content types test:"},
-                {"type": "image", "data": PNG, "mimeType": "image/png"},
-                {"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}
-            ])),
-            "test_tool_with_logging" => {
-                self.log(&ctx, "Tool execution started").await;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                self.log(&ctx, "Tool processing data").await;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                self.log(&ctx, "Tool execution completed").await;
-                text("Logging test completed")
+        // 2026-07-28 wants every final result marked (rmcp drops the mark
+        // for older clients).
+        self.call(request, ctx).await.map(|r| match r {
+            CallToolResponse::Complete(mut c) => {
+                c.result_type = Some(ResultType::COMPLETE);
+                CallToolResponse::Complete(c)
             }
-            "test_error_handling" => CallToolResponse::Complete(from(json!({
-                "isError": true, "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}]
-            }))),
-            "test_tool_with_progress" => {
-                let token = ctx.meta.get_progress_token();
-                for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
-                    if i > 0 {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    if let Some(token) = &token {
-                        let n: ProgressNotificationParam =
-                            from(json!({"progressToken": token, "progress": p, "total": 100.0}));
-                        let _ = ctx.peer.notify_progress(n).await;
-                    }
-                }
-                text("Progress test completed")
-            }
-            "test_sampling" => {
-                let params: CreateMessageRequestParams = from(json!({
-                    "messages": [{"role": "user", "content": {"type": "text", "text": args["prompt"]}}],
-                    "maxTokens": 100
-                }));
-                let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
-                match self.ask(&ctx, request_params, 1, request).await {
-                    Ok(r) => text(&format!("LLM response: {}", r["content"]["text"].as_str().unwrap_or(""))),
-                    Err(response) => response,
-                }
-            }
-            "test_input_rounds" => self.rounds(&ctx, request_params).await,
-            "test_update_resource" => {
-                let uri = args["uri"].as_str().unwrap_or_default();
-                let params = ResourceUpdatedNotificationParam::new(uri);
-                if is_modern(&ctx) {
-                    let n = ServerNotification::ResourceUpdatedNotification(
-                        ResourceUpdatedNotification::new(params),
-                    );
-                    let _ = ANNOUNCED.send(n);
-                } else {
-                    let _ = ctx.peer.notify_resource_updated(params).await;
-                }
-                text("updated")
-            }
-            "test_add_tool" => {
-                GROWN.store(true, Ordering::SeqCst);
-                if is_modern(&ctx) {
-                    let n = ServerNotification::ToolListChangedNotification(Default::default());
-                    let _ = ANNOUNCED.send(n);
-                } else {
-                    let _ = ctx.peer.notify_tool_list_changed().await;
-                }
-                text("added test_added_tool")
-            }
-            "test_elicitation" => {
-                self.elicit(&ctx, request_params, json!({
-                    "message": args["message"],
-                    "requestedSchema": {"type": "object", "properties": {
-                        "username": {"type": "string", "description": "User's response"},
-                        "email": {"type": "string", "description": "User's email address"}
-                    }, "required": ["username", "email"]}
-                }), "User response: ").await
-            }
-            "test_elicitation_sep1034_defaults" => {
-                self.elicit(&ctx, request_params, json!({
-                    "message": "Please review and update the form fields with defaults",
-                    "requestedSchema": {"type": "object", "properties": {
-                        "name": {"type": "string", "description": "User name", "default": "John Doe"},
-                        "age": {"type": "integer", "description": "User age", "default": 30},
-                        "score": {"type": "number", "description": "User score", "default": 95.5},
-                        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
-                        "verified": {"type": "boolean", "description": "Verification status", "default": true}
-                    }}
-                }), "Elicitation completed: ").await
-            }
-            "test_elicitation_sep1330_enums" => {
-                self.elicit(&ctx, request_params, json!({
-                    "message": "Please select options from the enum fields",
-                    "requestedSchema": {"type": "object", "properties": {
-                        "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
-                        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": [
-                            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
-                        "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
-                        "untitledMulti": {"type": "array", "description": "Select multiple options", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-                        "titledMulti": {"type": "array", "description": "Select multiple options with titles", "items": {"anyOf": [
-                            {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
-                    }}
-                }), "Elicitation completed: ").await
-            }
-            "json_schema_2020_12_tool" => text("ok"),
-            other => return Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
+            other => other,
         })
     }
 
@@ -501,7 +525,7 @@ impl ServerHandler for Fixture {
             },
         };
         Ok(ReadResourceResponse::Complete(from::<ReadResourceResult>(
-            json!({"contents": contents}),
+            json!({"contents": contents, "resultType": "complete"}),
         )))
     }
 
@@ -539,6 +563,9 @@ impl ServerHandler for Fixture {
                 {"name": "resourceUri", "description": "URI of the resource to embed", "required": true}]}),
             ),
             p(json!({"name": "test_prompt_with_image", "description": "A prompt with an image"})),
+            p(
+                json!({"name": mrtr::PROMPT, "description": "Asks for its context first (SEP-2322)"}),
+            ),
         ]))
     }
 
@@ -547,6 +574,9 @@ impl ServerHandler for Fixture {
         request: GetPromptRequestParams,
         _c: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name == mrtr::PROMPT {
+            return Ok(mrtr::prompt(request.input_responses.as_ref()));
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let arg = |k: &str| {
             args.get(k)
@@ -576,7 +606,7 @@ impl ServerHandler for Fixture {
             }
         };
         Ok(GetPromptResponse::Complete(from::<GetPromptResult>(
-            json!({"messages": messages}),
+            json!({"messages": messages, "resultType": "complete"}),
         )))
     }
 
