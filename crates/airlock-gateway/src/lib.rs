@@ -14,6 +14,7 @@ pub mod channels;
 pub mod control;
 pub mod faces;
 pub mod hub;
+mod input;
 mod instructions;
 pub mod names;
 mod outbox;

@@ -8,21 +8,37 @@ use std::time::Instant;
 
 use airlock_common::now_ms;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientRequest, CompleteRequest, CompleteRequestParams,
-    CompleteResult, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, Reference, ServerCapabilities, ServerConfig,
-    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, CompleteRequest,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    ServerCapabilities, ServerConfig, ServerResult, SetLevelRequest, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 
 use crate::catalog::UriRoute;
 use crate::hub::{Hub, RunKey, SessionId};
+use crate::input::{self, Asker, Exchange, Step};
 use crate::pipeline::{self, ToolCall};
 use crate::versions;
+
+/// Whether this request comes from a client on 2026-07-28 or later.
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// The digest of a request's canonical arguments.
+fn arguments_digest(arguments: Option<rmcp::model::JsonObject>) -> String {
+    use airlock_policy::contract;
+    contract::digest_canonical(&contract::canonical(&serde_json::Value::Object(
+        arguments.unwrap_or_default(),
+    )))
+}
 
 pub struct Session {
     hub: Arc<Hub>,
@@ -39,6 +55,32 @@ impl Session {
             hub,
             id,
             initialized: Default::default(),
+        }
+    }
+
+    /// The rounds of input a `prompts/get` or `resources/read` of `source`
+    /// may take, for this request's client.
+    fn exchange<'a>(
+        &'a self,
+        context: &'a RequestContext<RoleServer>,
+        capabilities: Option<&'a ClientCapabilities>,
+        source: usize,
+        what: String,
+        digest: String,
+    ) -> Exchange<'a> {
+        Exchange {
+            seals: &self.hub.approvals.seals,
+            principal: self.hub.approvals.principal(),
+            what,
+            digest,
+            asker: Asker {
+                peer: &context.peer,
+                capabilities,
+                cancelled: &context.ct,
+            },
+            modern: is_modern(context),
+            timeout: self.hub.sources.call_timeout(source),
+            ttl: self.hub.approvals.timing.ttl,
         }
     }
 
@@ -210,9 +252,7 @@ impl ServerHandler for Session {
     ) -> Result<CallToolResponse, ErrorData> {
         self.hub.first_contact().await;
         self.remember(&context);
-        let modern = context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let modern = is_modern(&context);
         let call = ToolCall {
             id: self.hub.clients.new_id(),
             progress: context.meta.get_progress_token(),
@@ -248,20 +288,42 @@ impl ServerHandler for Session {
     async fn get_prompt(
         &self,
         mut request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.hub.first_contact().await;
-        let (source, upstream) = self.prompt_route(&request.name)?;
+        let exposed = request.name.clone();
+        let (source, upstream) = self.prompt_route(&exposed)?;
         request.name = upstream;
         request.meta = None;
-        let timeout = self.hub.sources.call_timeout(source);
-        self.hub
-            .sources
-            .get(source)
-            .get_prompt(request, timeout)
-            .await
-            .map(versions::prompt)
-            .map_err(|e| self.upstream_error(source, e))
+        let digest = arguments_digest(request.arguments.clone());
+        let state = request.request_state.take();
+        let answers = request.input_responses.take();
+        let caps = context.client_capabilities();
+        let ex = self.exchange(
+            &context,
+            caps.as_ref(),
+            source,
+            format!("prompt {exposed}"),
+            digest,
+        );
+        let timeout = ex.timeout;
+        let upstream = self.hub.sources.get(source);
+        let step = input::exchange(ex, state, answers, |state, answers| {
+            let mut r = request.clone();
+            (r.request_state, r.input_responses) = (state, answers);
+            Box::pin(async move {
+                match upstream.get_prompt(r, timeout).await {
+                    Ok(GetPromptResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
+                    Ok(done) => Ok(Step::Done(done)),
+                    Err(e) => Err(self.upstream_error(source, e)),
+                }
+            })
+        })
+        .await?;
+        Ok(match step {
+            Step::Done(r) => versions::prompt(r),
+            Step::Asked(asked) => GetPromptResponse::InputRequired(asked),
+        })
     }
 
     async fn list_resources(
@@ -289,18 +351,34 @@ impl ServerHandler for Session {
     async fn read_resource(
         &self,
         mut request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.hub.first_contact().await;
         let source = self.resource_source(&request.uri)?;
         request.meta = None;
-        let timeout = self.hub.sources.call_timeout(source);
+        let state = request.request_state.take();
+        let answers = request.input_responses.take();
+        let caps = context.client_capabilities();
+        let what = format!("resource {}", request.uri);
+        let ex = self.exchange(&context, caps.as_ref(), source, what, String::new());
+        let timeout = ex.timeout;
         let upstream = self.hub.sources.get(source);
-        let mut read = upstream
-            .read_resource(request, timeout)
-            .await
-            .map(versions::resource)
-            .map_err(|e| self.upstream_error(source, e))?;
+        let step = input::exchange(ex, state, answers, |state, answers| {
+            let mut r = request.clone();
+            (r.request_state, r.input_responses) = (state, answers);
+            Box::pin(async move {
+                match upstream.read_resource(r, timeout).await {
+                    Ok(ReadResourceResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
+                    Ok(done) => Ok(Step::Done(done)),
+                    Err(e) => Err(self.upstream_error(source, e)),
+                }
+            })
+        })
+        .await?;
+        let mut read = match step {
+            Step::Done(r) => versions::resource(r),
+            Step::Asked(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
+        };
         // What a resource holds is the source's words, quoted like results.
         if upstream.config.quote_output {
             crate::quote::resource(upstream.name(), &mut read);

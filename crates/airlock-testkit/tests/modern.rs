@@ -52,7 +52,9 @@ impl ClientHandler for Person {
             .to_string();
         self.asked.lock().unwrap().push(message);
         let answer = self.answers.lock().unwrap().remove(0);
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "answer": answer })))
+        // Under both names the fixture's questions use.
+        Ok(ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "answer": answer, "context": answer })))
     }
 }
 
@@ -534,4 +536,114 @@ async fn next(stream: &mut rmcp::service::Subscription) -> rmcp::model::ServerNo
         .expect("a notification in time")
         .unwrap()
         .unwrap()
+}
+
+/// A prompt a 2026-07-28 source answers with `input_required` works for
+/// both kinds of client, as a tool does: an older client is asked mid-
+/// request, a 2026-07-28 one gets airlock's seal, which opens once and for
+/// that prompt only.
+#[tokio::test]
+async fn a_2026_sources_prompt_asks_each_client_in_its_terms() {
+    use rmcp::model::{GetPromptRequestParams, GetPromptResponse};
+    const PROMPT: &str = "c__test_input_required_result_prompt";
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config("[sources.c]\ncommand = \"{conformance}\"\n")
+        .await;
+    let text_of = |r: GetPromptResponse| match r {
+        GetPromptResponse::Complete(p) => serde_json::to_value(&p.messages).unwrap()[0]["content"]
+            ["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        other => panic!("expected the prompt, got {other:?}"),
+    };
+
+    let person = Person {
+        answers: Arc::new(Mutex::new(vec!["the garden"])),
+        asked: Arc::default(),
+    };
+    let older = scratch.stdio_client(&config, person.clone()).await;
+    let got = older
+        .get_prompt_once(GetPromptRequestParams::new(PROMPT))
+        .await
+        .unwrap();
+    assert!(text_of(got).contains("the garden"));
+    assert_eq!(
+        *person.asked.lock().unwrap(),
+        ["What context should the prompt use?"]
+    );
+    older.cancel().await.unwrap();
+
+    let addr = free_addr();
+    let _hub = scratch
+        .airlock(&[
+            "serve",
+            "--config",
+            &config.to_string_lossy(),
+            "--http",
+            &addr.to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    wait_for_port(addr).await;
+    let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    let asked = match client
+        .get_prompt_once(GetPromptRequestParams::new(PROMPT))
+        .await
+        .unwrap()
+    {
+        GetPromptResponse::InputRequired(a) => a,
+        other => panic!("expected input_required, got {other:?}"),
+    };
+    let state = asked.request_state.unwrap();
+    assert!(state.starts_with("airlock-continue."), "{state}");
+    let retry = |name: &str, state: &str| {
+        let mut p = GetPromptRequestParams::new(name);
+        p.request_state = Some(state.to_string());
+        let mut r = InputResponses::new();
+        r.insert(
+            "user_context".into(),
+            json!({"action": "accept", "content": {"context": "the shed"}}),
+        );
+        p.input_responses = Some(r);
+        p
+    };
+    // Another prompt's, an altered or a made-up state: refused.
+    for (name, bad) in [
+        ("c__test_simple_prompt", state.clone()),
+        (PROMPT, format!("{state}x")),
+        (PROMPT, "their-own-state".to_string()),
+    ] {
+        let err = client
+            .get_prompt_once(retry(name, &bad))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("belongs to") || err.contains("not issued by this airlock"),
+            "{name} {bad}: {err}"
+        );
+    }
+    // The first of those spent the seal: a state is good for one retry.
+    let err = client
+        .get_prompt_once(retry(PROMPT, &state))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("already used"), "{err}");
+    let asked = match client
+        .get_prompt_once(GetPromptRequestParams::new(PROMPT))
+        .await
+        .unwrap()
+    {
+        GetPromptResponse::InputRequired(a) => a,
+        other => panic!("expected input_required, got {other:?}"),
+    };
+    let done = client
+        .get_prompt_once(retry(PROMPT, &asked.request_state.unwrap()))
+        .await
+        .unwrap();
+    assert!(text_of(done).contains("the shed"));
+    client.cancel().await.unwrap();
 }

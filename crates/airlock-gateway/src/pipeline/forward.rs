@@ -248,12 +248,12 @@ async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target, first: u32) 
         let Ok(CallToolResponse::InputRequired(asked)) = result else {
             return answered(hub, (call, target), result, round);
         };
-        match input::ask_client(call, &asked, round, deadline).await {
+        match crate::input::ask_client(&input::asker(call), &asked, round, deadline).await {
             Ok(answers) => {
                 params.request_state = asked.request_state;
                 params.input_responses = Some(answers);
             }
-            Err(failed) => return failed,
+            Err(why) => return Outcome::Failed(why),
         }
     }
     unreachable!("`first..` does not end")

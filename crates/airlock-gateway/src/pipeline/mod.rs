@@ -22,7 +22,7 @@ mod approval;
 mod audit;
 pub(crate) mod decide;
 mod forward;
-pub(crate) mod input;
+mod input;
 mod prompt;
 mod record;
 mod resolve;

@@ -33,9 +33,7 @@ pub(crate) enum Proof {
 /// other), but nothing under airlock's own keys, and no state, which only
 /// airlock's seal gives back.
 fn unasked(call: &mut ToolCall) {
-    if let Some(answers) = call.params.input_responses.as_mut() {
-        answers.retain(|key, _| !key.starts_with(crate::pipeline::input::RESERVED));
-    }
+    crate::input::unreserved(&mut call.params.input_responses);
     call.params.request_state = None;
 }
 
