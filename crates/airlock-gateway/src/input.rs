@@ -103,6 +103,8 @@ pub(crate) struct Asker<'a> {
     pub peer: &'a Peer<RoleServer>,
     pub capabilities: Option<&'a ClientCapabilities>,
     pub cancelled: &'a CancellationToken,
+    /// Cancelled when the client is gone.
+    pub gone: &'a CancellationToken,
 }
 
 /// For an older client: each of the source's requests put to the client
@@ -151,6 +153,7 @@ pub(crate) async fn ask_client(
         let answer = tokio::select! {
             a = handle.await_response() => a,
             _ = asker.cancelled.cancelled() => return Err("the client cancelled the request".into()),
+            _ = asker.gone.cancelled() => return Err("the client went away".into()),
         };
         let answer = answer
             .map_err(|e| format!("the client did not answer the source's input request: {e}"))?;

@@ -18,6 +18,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
+use tokio_util::sync::CancellationToken;
 
 use crate::catalog::UriRoute;
 use crate::hub::{Hub, RunKey, SessionId};
@@ -46,6 +47,11 @@ pub struct Session {
     /// The client sent `initialize`: it has a session (a 2026-07-28
     /// client's stateless requests never do).
     initialized: std::sync::atomic::AtomicBool,
+    /// Cancelled when the client is gone (its stdin ended, it ended its
+    /// HTTP session): every call of this session stops at once.
+    gone: CancellationToken,
+    /// The HTTP session id this session is known by, once seen.
+    http_id: std::sync::OnceLock<String>,
 }
 
 impl Session {
@@ -55,7 +61,14 @@ impl Session {
             hub,
             id,
             initialized: Default::default(),
+            gone: CancellationToken::new(),
+            http_id: Default::default(),
         }
+    }
+
+    /// What to cancel when the client is gone.
+    pub fn gone(&self) -> CancellationToken {
+        self.gone.clone()
     }
 
     /// The rounds of input a `prompts/get` or `resources/read` of `source`
@@ -77,6 +90,7 @@ impl Session {
                 peer: &context.peer,
                 capabilities,
                 cancelled: &context.ct,
+                gone: &self.gone,
             },
             modern: is_modern(context),
             timeout: self.hub.sources.call_timeout(source),
@@ -86,6 +100,19 @@ impl Session {
 
     fn remember(&self, context: &RequestContext<RoleServer>) {
         self.hub.clients.register(self.id, context.peer.clone());
+        // Over HTTP: known by its session id, so that its DELETE stops its
+        // calls at once.
+        let header = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        if let Some(header) = header
+            && self.http_id.get().is_none()
+            && self.http_id.set(header.to_string()).is_ok()
+        {
+            self.hub.clients.known_as(header, self.gone.clone());
+        }
     }
 
     fn resource_source(&self, uri: &str) -> Result<usize, ErrorData> {
@@ -191,6 +218,10 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.gone.cancel();
+        if let Some(header) = self.http_id.get() {
+            self.hub.clients.ended(header);
+        }
         self.hub.forget_session(self.id);
     }
 }
@@ -268,6 +299,7 @@ impl ServerHandler for Session {
             session: self.id,
             peer: context.peer.clone(),
             cancelled: context.ct.clone(),
+            gone: self.gone.clone(),
             started: Instant::now(),
             started_at_ms: now_ms(),
         };

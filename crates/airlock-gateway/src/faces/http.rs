@@ -87,6 +87,10 @@ impl HttpFace {
             .nest_service("/mcp", service)
             .layer(axum::middleware::from_fn_with_state(limit, check_json_rpc))
             .layer(axum::middleware::from_fn_with_state(
+                hub.clone(),
+                end_on_delete,
+            ))
+            .layer(axum::middleware::from_fn_with_state(
                 sessions,
                 limit_sessions,
             ))
@@ -104,6 +108,29 @@ pub use airlock_http::{HEAD_TIMEOUT, MAX_CONNECTIONS};
 pub const MAX_SESSIONS: usize = 256;
 const INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// A client that ends its session with `DELETE` is gone: its calls stop at
+/// once (the SDK would let them run a few seconds more while it drains).
+/// Only a request that got past the token check gets here.
+async fn end_on_delete(
+    axum::extract::State(hub): axum::extract::State<Arc<Hub>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let ends = (request.method() == axum::http::Method::DELETE)
+        .then(|| request.headers().get("mcp-session-id"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let response = next.run(request).await;
+    // Only a DELETE the SDK accepted ends a session.
+    if let Some(id) = ends
+        && response.status().is_success()
+    {
+        hub.clients.ended(&id);
+    }
+    response
+}
 
 /// Refuses a request that would open a new session (no `Mcp-Session-Id`)
 /// while MAX_SESSIONS are open, with 503 and a JSON-RPC error.

@@ -28,6 +28,8 @@ pub struct LineTransport<R, W> {
     skipped: usize,
     /// The line in `buf` was handed on; start a new one.
     delivered: bool,
+    /// Cancelled when the input ends: the client is gone.
+    ended: tokio_util::sync::CancellationToken,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -43,7 +45,15 @@ where
             buf: Vec::new(),
             skipped: 0,
             delivered: false,
+            ended: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Cancels `ended` when the input ends (EOF or a read error), as soon
+    /// as it does, before the SDK drains what is still in flight.
+    pub fn ending(mut self, ended: tokio_util::sync::CancellationToken) -> Self {
+        self.ended = ended;
+        self
     }
 
     async fn write_line(writer: &Arc<Mutex<W>>, line: Vec<u8>) -> std::io::Result<()> {
@@ -133,9 +143,13 @@ where
             match self.read_line().await {
                 Err(e) => {
                     tracing::warn!(error = %e, "reading stdin failed");
+                    self.ended.cancel();
                     return None;
                 }
-                Ok(Ok(false)) => return None,
+                Ok(Ok(false)) => {
+                    self.ended.cancel();
+                    return None;
+                }
                 Ok(Err(size)) => {
                     Self::reply_error(
                         &self.writer,

@@ -12,12 +12,15 @@ use crate::{Hub, Session};
 /// hub shuts down.
 pub async fn serve(hub: Arc<Hub>) -> anyhow::Result<()> {
     let (input, output) = stdio();
+    let session = Session::new(hub.clone());
+    // At EOF the client is gone: its calls stop at once.
     let transport = LineTransport::new(
         tokio::io::BufReader::new(input),
         output,
         hub.settings().max_message_bytes,
-    );
-    let running = Session::new(hub.clone())
+    )
+    .ending(session.gone());
+    let running = session
         .serve_with_ct(transport, hub.shutdown().child_token())
         .await?;
     running.waiting().await?;

@@ -93,6 +93,9 @@ pub struct Clients {
     /// progress token for it once sent.
     inflight: Mutex<HashMap<u64, (InFlight, Option<ProgressToken>)>>,
     next_id: AtomicU64,
+    /// HTTP sessions by their `Mcp-Session-Id`: what to cancel when the
+    /// client ends one.
+    http: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
 impl Clients {
@@ -119,6 +122,23 @@ impl Clients {
     ) {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.insert(id, (peer, Outbox::for_stream(sink)));
+    }
+
+    /// The session that `gone` belongs to is known over HTTP as `header`.
+    pub(crate) fn known_as(&self, header: &str, gone: tokio_util::sync::CancellationToken) {
+        let mut http = self.http.lock().unwrap_or_else(|p| p.into_inner());
+        http.insert(header.to_string(), gone);
+    }
+
+    /// The client ended HTTP session `header` (or it ended): its calls stop.
+    pub(crate) fn ended(&self, header: &str) {
+        let gone = {
+            let mut http = self.http.lock().unwrap_or_else(|p| p.into_inner());
+            http.remove(header)
+        };
+        if let Some(gone) = gone {
+            gone.cancel();
+        }
     }
 
     pub(crate) fn forget(&self, id: SessionId) {

@@ -181,7 +181,7 @@ async fn wait(
                 keep_client_waiting(call, ticks).await;
                 continue;
             }
-            _ = call.cancelled.cancelled() => {
+            _ = call.abandoned() => {
                 let _ = desk.store.ledger_expire(pending);
                 return Err(Outcome::Failed("the client cancelled the call".into()));
             }

@@ -274,7 +274,7 @@ async fn attached_once(
         tokio::select! {
             r = &mut finish => break r,
             Some(p) = next_progress(&mut progress) => relay_progress(call, p).await,
-            _ = call.cancelled.cancelled() => return Err(Outcome::Failed("the client cancelled the call".into())),
+            _ = call.abandoned() => return Err(Outcome::Failed("the client cancelled the call".into())),
         }
     };
     // The SDK hands notifications to tasks of their own, so progress sent
@@ -340,7 +340,7 @@ async fn attach(
         let event = tokio::select! {
             r = &mut running.done => Event::Done(r.ok()),
             Some(needed) = running.input.recv() => Event::Input(needed),
-            _ = call.cancelled.cancelled() => Event::Cancelled,
+            _ = call.abandoned() => Event::Cancelled,
         };
         match event {
             Event::Done(Some(result)) => {

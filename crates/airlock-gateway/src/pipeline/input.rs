@@ -83,5 +83,6 @@ pub(crate) fn asker(call: &ToolCall) -> Asker<'_> {
         peer: &call.peer,
         capabilities: call.capabilities.as_ref(),
         cancelled: &call.cancelled,
+        gone: &call.gone,
     }
 }

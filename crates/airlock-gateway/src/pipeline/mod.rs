@@ -60,10 +60,22 @@ pub(crate) struct ToolCall {
     pub capabilities: Option<ClientCapabilities>,
     /// The client speaks 2026-07-28 or later: no server→client requests.
     pub modern: bool,
-    /// Cancelled when the client cancels the request or goes away.
+    /// Cancelled when the client cancels the request.
     pub cancelled: CancellationToken,
+    /// Cancelled when the client is gone (see [`ToolCall::abandoned`]).
+    pub gone: CancellationToken,
     pub started: Instant,
     pub started_at_ms: i64,
+}
+
+impl ToolCall {
+    /// Resolves when the client cancels the call or is gone.
+    pub(crate) async fn abandoned(&self) {
+        tokio::select! {
+            _ = self.cancelled.cancelled() => {}
+            _ = self.gone.cancelled() => {}
+        }
+    }
 }
 
 /// How a call came in, read once from its `requestState`.
