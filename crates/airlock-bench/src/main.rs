@@ -8,6 +8,7 @@
 
 mod approvals;
 mod egress;
+mod keepalive;
 mod messages;
 mod policy;
 mod scrub;
@@ -239,16 +240,22 @@ async fn http_client(url: &str, token: Option<&str>) -> anyhow::Result<Client> {
 }
 
 fn write_config(dir: &Path, sources: usize) -> anyhow::Result<PathBuf> {
+    write_config_with(dir, sources, "")
+}
+
+/// The same, with `extra` lines in each source's table.
+fn write_config_with(dir: &Path, sources: usize, extra: &str) -> anyhow::Result<PathBuf> {
     let mut text = String::from(
         "[hub]\ncall_timeout = \"30s\"\n\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n",
     );
     for i in 0..sources {
         text.push_str(&format!(
-            "\n[sources.echo{i}]\ncommand = \"{}\"\n",
+            "\n[sources.echo{i}]\ncommand = \"{}\"\n{extra}",
             bin("bench-echo").display()
         ));
     }
-    let path = dir.join(format!("bench-{sources}.toml"));
+    let tag = if extra.is_empty() { "" } else { "-pinned" };
+    let path = dir.join(format!("bench-{sources}{tag}.toml"));
     std::fs::write(&path, text)?;
     // A person's review, once, so calls run (policy is on the measured path).
     review(&path, &dir.join("home"))?;
@@ -364,6 +371,12 @@ async fn main() -> anyhow::Result<()> {
                 println!("{}", messages::render(&messages::run()));
                 return Ok(());
             }
+            "--only" if args[i + 1] == "keepalive" => {
+                let dir = tempfile::tempdir()?;
+                write_config(dir.path(), 1)?;
+                report_keep_alive(&keep_alive_rows(dir.path()).await?);
+                return Ok(());
+            }
             "--only" if args[i + 1] == "approvals" => {
                 let dir = tempfile::tempdir()?;
                 report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
@@ -374,7 +387,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals|keepalive"
             ),
         }
         i += 2;
@@ -414,6 +427,20 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    // The same echo reached with the legacy handshake (airlock's default
+    // reaches it on 2026-07-28, which it offers).
+    let legacy = write_config_with(dir.path(), 1, "protocol = \"legacy\"\n")?;
+    let hub_legacy = airlock(
+        &dir.path().join("home"),
+        &["serve", "--config", &legacy.to_string_lossy()],
+    );
+    let legacy_row = stdio_route(
+        "stdio client → airlock → echo (stdio, source pinned to the legacy handshake)",
+        hub_legacy,
+        "echo0__echo",
+        true,
+    )
+    .await?;
     let stdio: Vec<Route> = [
         stdio_route(
             "stdio client → echo (direct)",
@@ -446,6 +473,7 @@ async fn main() -> anyhow::Result<()> {
     ]
     .into_iter()
     .chain(before)
+    .chain([legacy_row])
     .collect();
     rows.extend(measure(&stdio, &opts).await?);
     drop(stdio);
@@ -551,6 +579,9 @@ async fn main() -> anyhow::Result<()> {
     rows.extend(measure(&http, &opts).await?);
     drop(http);
 
+    eprintln!("keep-alive raw HTTP client");
+    let keep_alive = keep_alive_rows(dir.path()).await?;
+
     eprintln!("start-to-ready with 10 sources");
     let (ready_direct, ready_hub) = start_to_ready(dir.path(), 10, 5).await?;
 
@@ -572,6 +603,7 @@ async fn main() -> anyhow::Result<()> {
     let approvals = approvals::run(&dir.path().join("approvals"), 50, 1000).await?;
 
     report(&rows, &opts, ready_direct, ready_hub);
+    report_keep_alive(&keep_alive);
     report_approvals(&approvals);
     report_scrub(&scrubbing);
     println!("\n{}", messages::render(&whole));
@@ -686,6 +718,82 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
         "| RSS ≤ 30 MB | {rss:.1} MiB peak | {} |",
         verdict(rss <= 30.0, format!("{:.1} MiB", rss - 30.0))
     );
+}
+
+/// Calls per path and round of the keep-alive client.
+const KEEP_ALIVE_CALLS: usize = 200;
+
+/// The keep-alive raw client against the echo directly (served by axum as
+/// it comes, Nagle on) and through airlock's HTTP face, in alternating
+/// rounds: (name, p50 µs, p99 µs).
+async fn keep_alive_rows(dir: &Path) -> anyhow::Result<Vec<(String, f64, f64)>> {
+    let one = dir.join("bench-1.toml");
+    let echo_port = free_port();
+    let _echo =
+        spawn(Command::new(bin("bench-echo")).args(["--http", &format!("127.0.0.1:{echo_port}")]))?;
+    let hub_port = free_port();
+    let home = dir.join("home");
+    let _hub = spawn(&mut airlock(
+        &home,
+        &[
+            "serve",
+            "--config",
+            &one.to_string_lossy(),
+            "--http",
+            &format!("127.0.0.1:{hub_port}"),
+        ],
+    ))?;
+    wait_port(echo_port).await?;
+    wait_port(hub_port).await?;
+    let token = std::fs::read_to_string(home.join("http-token"))?;
+    let token = token.trim().to_string();
+    let paths: [(&str, u16, Option<String>, &str); 2] = [
+        (
+            "keep-alive raw HTTP client → echo (direct, HTTP, Nagle on)",
+            echo_port,
+            None,
+            "echo",
+        ),
+        (
+            "keep-alive raw HTTP client → airlock → echo (stdio)",
+            hub_port,
+            Some(token),
+            "echo0__echo",
+        ),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    for _round in 0..ROUNDS {
+        for (k, (_, port, token, tool)) in paths.iter().enumerate() {
+            let (port, token, tool) = (*port, token.clone(), tool.to_string());
+            let t = tokio::task::spawn_blocking(move || {
+                keepalive::run(port, token.as_deref(), &tool, KEEP_ALIVE_CALLS)
+            })
+            .await??;
+            times[k].extend(t);
+        }
+    }
+    Ok(paths
+        .iter()
+        .zip(times)
+        .map(|((name, ..), mut t)| {
+            t.sort_by(f64::total_cmp);
+            let at = |q: f64| t[((t.len() as f64 - 1.0) * q) as usize];
+            (name.to_string(), at(0.5), at(0.99))
+        })
+        .collect())
+}
+
+fn report_keep_alive(rows: &[(String, f64, f64)]) {
+    println!("\n### A keep-alive raw HTTP client\n");
+    println!(
+        "One connection per round, each response read to its end before the next request ({KEEP_ALIVE_CALLS} calls per path and round, {ROUNDS} rounds taking turns). The direct echo is served by axum as it comes, with Nagle on: its last chunk of each response waits for the client's delayed ACK. airlock's listeners set `TCP_NODELAY`.\n"
+    );
+    println!("| path | p50 µs | p99 µs | p50 ratio |");
+    println!("| --- | ---: | ---: | ---: |");
+    let base = rows[0].1;
+    for (name, p50, p99) in rows {
+        println!("| {name} | {p50:.0} | {p99:.0} | {:.2} |", p50 / base);
+    }
 }
 
 fn report_approvals(a: &approvals::ApprovalReport) {

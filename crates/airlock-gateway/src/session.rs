@@ -107,11 +107,18 @@ impl Session {
             .get::<axum::http::request::Parts>()
             .and_then(|p| p.headers.get("mcp-session-id"))
             .and_then(|v| v.to_str().ok());
+        // Only a session that initialized has an HTTP session of its own
+        // (a 2026-07-28 client's requests are each a session of their own,
+        // whatever header they carry).
+        let initialized = self.initialized.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(header) = header
+            && initialized
             && self.http_id.get().is_none()
             && self.http_id.set(header.to_string()).is_ok()
         {
-            self.hub.clients.known_as(header, self.gone.clone());
+            self.hub
+                .clients
+                .known_as(header, self.id, self.gone.clone());
         }
     }
 
@@ -219,9 +226,6 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.gone.cancel();
-        if let Some(header) = self.http_id.get() {
-            self.hub.clients.ended(header);
-        }
         self.hub.forget_session(self.id);
     }
 }
@@ -446,10 +450,7 @@ impl ServerHandler for Session {
     /// and released with it.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let id = self.hub.clients.new_id();
-        let peer = context.request_context().peer.clone();
-        self.hub
-            .clients
-            .register_stream(id, peer, context.sink().clone());
+        self.hub.clients.register_stream(id, context.sink().clone());
         let uris = context
             .accepted()
             .resource_subscriptions

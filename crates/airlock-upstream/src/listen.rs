@@ -91,7 +91,8 @@ impl Subscribed {
         }
     }
 
-    fn list(&self) -> Vec<String> {
+    /// Every URI some session holds.
+    pub(crate) fn list(&self) -> Vec<String> {
         let uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
         uris.keys().cloned().collect()
     }

@@ -246,6 +246,7 @@ impl Source {
                 drop(listing);
                 // The catalog first, so whoever waits for `Ready` sees the tools.
                 self.downstream.catalog_changed(&self.name);
+                self.resubscribe(&peer);
                 self.set_state(SourceState::Ready);
             }
             Ok(Err(e)) => {
@@ -354,8 +355,15 @@ impl Source {
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
         if let Some(caps) = client.filter(|_| is_modern(&peer)) {
+            // Only what airlock can carry back to this client: its input
+            // kinds, never an extension (tasks) whose follow-up requests
+            // airlock does not relay.
+            let mut carried = ClientCapabilities::default();
+            carried.elicitation = caps.elicitation.clone();
+            carried.sampling = caps.sampling.clone();
+            carried.roots = caps.roots.clone();
             let mut meta = RequestMetaObject::default();
-            meta.set_client_capabilities(caps.clone());
+            meta.set_client_capabilities(carried);
             options.meta = Some(meta);
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -477,12 +485,35 @@ impl Source {
         if released.is_empty() || is_modern(&peer) {
             return;
         }
-        tokio::spawn(async move {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let timeout = self.connect_timeout;
+        runtime.spawn(async move {
             for uri in released {
                 let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
                     UnsubscribeRequestParams::new(uri),
                 ));
-                let _ = peer.send_request(request).await;
+                let _ = tokio::time::timeout(timeout, peer.send_request(request)).await;
+            }
+        });
+    }
+
+    /// An older source reconnected: the resources clients still hold are
+    /// subscribed to again on the new connection.
+    fn resubscribe(&self, peer: &Peer<RoleClient>) {
+        let held = self.subscribed.list();
+        if held.is_empty() || is_modern(peer) {
+            return;
+        }
+        let peer = peer.clone();
+        let timeout = self.connect_timeout;
+        tokio::spawn(async move {
+            for uri in held {
+                let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(
+                    SubscribeRequestParams::new(uri),
+                ));
+                let _ = tokio::time::timeout(timeout, peer.send_request(request)).await;
             }
         });
     }

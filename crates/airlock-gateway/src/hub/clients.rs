@@ -95,7 +95,9 @@ pub struct Clients {
     next_id: AtomicU64,
     /// HTTP sessions by their `Mcp-Session-Id`: what to cancel when the
     /// client ends one.
-    http: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
+    http: Mutex<HashMap<String, (SessionId, tokio_util::sync::CancellationToken)>>,
+    /// 2026-07-28 clients' listen streams, by a session id of their own.
+    streams: Mutex<HashMap<SessionId, Arc<Outbox>>>,
 }
 
 impl Clients {
@@ -113,32 +115,41 @@ impl Clients {
     }
 
     /// A 2026-07-28 client's listen stream, as a session of its own: it is
-    /// told what the session's filter takes, until it is forgotten.
-    pub(crate) fn register_stream(
+    /// told what its filter takes, until it is forgotten. Kept apart from
+    /// the sessions: a stream is no client that a source's request could
+    /// be put to, and does not count as one when routing.
+    pub(crate) fn register_stream(&self, id: SessionId, sink: rmcp::service::SubscriptionSink) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        streams.insert(id, Outbox::for_stream(sink));
+    }
+
+    /// Session `session`, whose `gone` this is, is known over HTTP as
+    /// `header`. The first to claim a header keeps it.
+    pub(crate) fn known_as(
         &self,
-        id: SessionId,
-        peer: Peer<RoleServer>,
-        sink: rmcp::service::SubscriptionSink,
+        header: &str,
+        session: SessionId,
+        gone: tokio_util::sync::CancellationToken,
     ) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        sessions.insert(id, (peer, Outbox::for_stream(sink)));
-    }
-
-    /// The session that `gone` belongs to is known over HTTP as `header`.
-    pub(crate) fn known_as(&self, header: &str, gone: tokio_util::sync::CancellationToken) {
         let mut http = self.http.lock().unwrap_or_else(|p| p.into_inner());
-        http.insert(header.to_string(), gone);
+        http.entry(header.to_string()).or_insert((session, gone));
     }
 
-    /// The client ended HTTP session `header` (or it ended): its calls stop.
+    /// The client ended HTTP session `header`: its calls stop.
     pub(crate) fn ended(&self, header: &str) {
         let gone = {
             let mut http = self.http.lock().unwrap_or_else(|p| p.into_inner());
             http.remove(header)
         };
-        if let Some(gone) = gone {
+        if let Some((_, gone)) = gone {
             gone.cancel();
         }
+    }
+
+    /// Session `session` is over: its header, if it held one, is free.
+    fn release_header(&self, session: SessionId) {
+        let mut http = self.http.lock().unwrap_or_else(|p| p.into_inner());
+        http.retain(|_, (s, _)| *s != session);
     }
 
     pub(crate) fn forget(&self, id: SessionId) {
@@ -146,6 +157,11 @@ impl Clients {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
+        self.streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        self.release_header(id);
     }
 
     /// Queues `note` for every live client.
@@ -159,8 +175,13 @@ impl Clients {
     pub(crate) fn post_to(&self, ids: &[SessionId], note: Note) {
         let outboxes: Vec<Arc<Outbox>> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
             ids.iter()
-                .filter_map(|id| sessions.get(id).map(|(_, o)| o.clone()))
+                .filter_map(|id| {
+                    (sessions.get(id).map(|(_, o)| o))
+                        .or_else(|| streams.get(id))
+                        .cloned()
+                })
                 .collect()
         };
         for outbox in outboxes {
@@ -180,7 +201,12 @@ impl Clients {
     fn outboxes(&self) -> Vec<Arc<Outbox>> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.retain(|_, (p, _)| !p.is_transport_closed());
-        sessions.values().map(|(_, o)| o.clone()).collect()
+        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .values()
+            .map(|(_, o)| o.clone())
+            .chain(streams.values().cloned())
+            .collect()
     }
 
     fn calling(&self, source: usize) -> Vec<SessionId> {
