@@ -114,6 +114,7 @@ async fn an_older_client_answers_a_2026_sources_questions_as_requests() {
         asked: Arc::default(),
     };
     let client = scratch.stdio_client(&config, person.clone()).await;
+    listed(&client, ROUNDS).await;
     let result = client
         .call_tool(CallToolRequestParams::new(ROUNDS))
         .await
@@ -190,6 +191,7 @@ async fn a_2026_client_continues_a_2026_sources_call_under_airlocks_seal() {
         .unwrap();
     wait_for_port(addr).await;
     let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    listed(&client, ROUNDS).await;
     let args = json!({});
     let call = |p: CallToolRequestParams| client.call_tool_once(p);
 
@@ -347,6 +349,8 @@ async fn a_2026_sources_list_change_is_heard() {
         asked: Arc::default(),
     };
     let client = scratch.stdio_client(&config, person).await;
+    listed(&client, "c__test_add_tool").await;
+    listed(&client, "old__test_add_tool").await;
     let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
         tools.into_iter().map(|t| t.name.to_string()).collect()
     };
@@ -427,6 +431,7 @@ async fn one_clients_unsubscribe_leaves_anothers_subscription() {
         let (a, b) = (Watcher::default(), Watcher::default());
         let client_a = a.clone().serve(scratch.http_transport(&url)).await.unwrap();
         let client_b = b.clone().serve(scratch.http_transport(&url)).await.unwrap();
+        listed(&client_a, "c__test_update_resource").await;
         for client in [&client_a, &client_b] {
             client
                 .subscribe(SubscribeRequestParams::new(URI))
@@ -481,6 +486,7 @@ async fn a_2026_client_listens_for_changes_and_updates() {
         .unwrap();
     wait_for_port(addr).await;
     let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    listed(&client, "c__test_update_resource").await;
     let filter = SubscriptionFilter::builder()
         .tools_list_changed()
         .resource_subscriptions([URI, "test://no-such-resource"])
@@ -564,6 +570,7 @@ async fn a_2026_sources_prompt_asks_each_client_in_its_terms() {
         asked: Arc::default(),
     };
     let older = scratch.stdio_client(&config, person.clone()).await;
+    listed(&older, "c__test_simple_text").await;
     let got = older
         .get_prompt_once(GetPromptRequestParams::new(PROMPT))
         .await
@@ -588,6 +595,7 @@ async fn a_2026_sources_prompt_asks_each_client_in_its_terms() {
         .unwrap();
     wait_for_port(addr).await;
     let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    listed(&client, "c__test_simple_text").await;
     let asked = match client
         .get_prompt_once(GetPromptRequestParams::new(PROMPT))
         .await
@@ -646,4 +654,18 @@ async fn a_2026_sources_prompt_asks_each_client_in_its_terms() {
         .unwrap();
     assert!(text_of(done).contains("the shed"));
     client.cancel().await.unwrap();
+}
+
+/// Waits (bounded) until airlock lists `tool`: on a loaded machine a source
+/// may still be starting when the first answer is due, and airlock does
+/// not hold a client up for it (it lists the tools when they come).
+async fn listed<S: rmcp::Service<RoleClient>>(client: &RunningService<RoleClient, S>, tool: &str) {
+    for _ in 0..300 {
+        let tools = client.list_all_tools().await.unwrap();
+        if tools.iter().any(|t| t.name == tool) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("airlock never listed `{tool}`");
 }

@@ -55,6 +55,15 @@ async fn a_call_whose_http_client_is_gone_is_cancelled_at_its_source() {
 
     // Ends its session (rmcp's client sends DELETE when cancelled).
     let leaving = info().serve(scratch.http_transport(&url)).await.unwrap();
+    // On a loaded machine the source may still be starting: airlock lists
+    // its tools when they come.
+    for _ in 0..300 {
+        let tools = leaving.list_all_tools().await.unwrap();
+        if tools.iter().any(|t| t.name == "fixture__hang") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let peer = leaving.peer().clone();
     let hanging = tokio::spawn(async move {
         let _ = peer.call_tool(call("fixture__hang", json!({}))).await;

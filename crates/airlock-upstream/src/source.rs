@@ -65,6 +65,9 @@ pub struct Source {
     stopped: Notify,
     /// Resources clients subscribed to, for a 2026-07-28 source's stream.
     subscribed: Arc<Subscribed>,
+    /// Held across a change of `subscribed` and what an older source is told
+    /// of it, so the source hears them in the order they were made.
+    subscribing: Arc<tokio::sync::Mutex<()>>,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(500);
@@ -96,6 +99,7 @@ impl Source {
             refresh_lock: tokio::sync::Mutex::new(()),
             stopped: Notify::new(),
             subscribed: Arc::default(),
+            subscribing: Arc::default(),
         })
     }
 
@@ -458,6 +462,7 @@ impl Source {
             self.subscribed.set(session, uri, on);
             return Ok(());
         }
+        let _in_order = self.subscribing.lock().await;
         let (before, after) = self.subscribed.set(session, uri, on);
         let request = match (on, before, after) {
             (true, false, _) => ClientRequest::SubscribeRequest(SubscribeRequest::new(
@@ -489,8 +494,15 @@ impl Source {
             return;
         };
         let timeout = self.connect_timeout;
+        let in_order = self.subscribing.clone();
+        let subscribed = self.subscribed.clone();
         runtime.spawn(async move {
+            let _in_order = in_order.lock().await;
             for uri in released {
+                // Taken up again meanwhile: the source keeps it.
+                if !subscribed.holders(&uri).is_empty() {
+                    continue;
+                }
                 let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
                     UnsubscribeRequestParams::new(uri),
                 ));
@@ -508,7 +520,9 @@ impl Source {
         }
         let peer = peer.clone();
         let timeout = self.connect_timeout;
+        let in_order = self.subscribing.clone();
         tokio::spawn(async move {
+            let _in_order = in_order.lock().await;
             for uri in held {
                 let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(
                     SubscribeRequestParams::new(uri),
