@@ -204,6 +204,25 @@ impl Scratch {
         cmd
     }
 
+    /// Starts `airlock serve --http` with `config` on a free loopback port;
+    /// returns the process (killed when dropped) and its `/mcp` URL once
+    /// it listens.
+    pub async fn serve_http(&self, config: &Path) -> (tokio::process::Child, String) {
+        let addr = free_addr();
+        let child = self
+            .airlock(&[
+                "serve",
+                "--config",
+                &config.to_string_lossy(),
+                "--http",
+                &addr.to_string(),
+            ])
+            .spawn()
+            .expect("spawn airlock");
+        wait_for_port(addr).await;
+        (child, format!("http://{addr}/mcp"))
+    }
+
     /// Starts airlock on stdio with `config` and connects `handler` to it.
     pub async fn stdio_client<H: Service<RoleClient>>(
         &self,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use airlock_testkit::{Scratch, first_text, free_addr, wait_for_port};
+use airlock_testkit::{Scratch, first_text};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::ClientLifecycleMode;
 use rmcp::transport::TokioChildProcess;
@@ -28,30 +28,11 @@ fn read_note() -> CallToolRequestParams {
         .with_arguments(json!({"name": "welcome"}).as_object().unwrap().clone())
 }
 
-async fn start_http(
-    scratch: &Scratch,
-    config: &std::path::Path,
-) -> (tokio::process::Child, String) {
-    let addr = free_addr();
-    let child = scratch
-        .airlock(&[
-            "serve",
-            "--config",
-            &config.to_string_lossy(),
-            "--http",
-            &addr.to_string(),
-        ])
-        .spawn()
-        .expect("spawn airlock");
-    wait_for_port(addr).await;
-    (child, format!("http://{addr}/mcp"))
-}
-
 #[tokio::test]
 async fn http_face_serves_legacy_and_2026_clients() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
 
     let legacy = client_info()
         .serve(scratch.http_transport(&url))
@@ -100,7 +81,7 @@ async fn stdio_face_serves_a_2026_client() {
 async fn http_face_refuses_foreign_host_and_origin() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}
     }});
@@ -133,7 +114,7 @@ async fn http_face_refuses_foreign_host_and_origin() {
 async fn malformed_json_rpc_over_http_gets_a_json_rpc_error() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
     let token = scratch.http_token();
     let http = reqwest::Client::new();
     let post = |body: &'static str| {
@@ -412,7 +393,7 @@ env = { FIXTURE_IGNORE_EOF = "1" }
 "#,
         )
         .await;
-    let (mut hub, url) = start_http(&scratch, &config).await;
+    let (mut hub, url) = scratch.serve_http(&config).await;
     // Once the HTTP face answers, the demo source has started.
     let c = client_info()
         .serve(scratch.http_transport(&url))
@@ -490,7 +471,7 @@ command = "{fixture}"
 "#,
         )
         .await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
     let caps: ClientCapabilities =
         serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap();
     let client = ClientConfig::new(caps, Implementation::new("faces-test", "1"))
@@ -569,7 +550,7 @@ command = "{fixture}"
 async fn http_face_refuses_requests_without_the_client_token() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
     let token = scratch.http_token();
     #[cfg(unix)]
     {
@@ -750,7 +731,7 @@ async fn the_hub_cannot_be_read_by_processes_of_its_own_user() {
 async fn http_sessions_are_capped() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
     let token = scratch.http_token();
     let http = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -804,7 +785,7 @@ async fn http_sessions_are_capped() {
 async fn half_open_http_connections_are_closed_and_capped() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(DEMO).await;
-    let (_hub, url) = start_http(&scratch, &config).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
     let addr = url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use airlock_testkit::{Scratch, first_text, free_addr, wait_for_port};
+use airlock_testkit::{Scratch, first_text};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
     ElicitResult, ElicitationAction, Implementation, InputRequiredResult, InputResponses,
@@ -178,19 +178,8 @@ fn input_required(response: CallToolResponse) -> InputRequiredResult {
 async fn a_2026_client_continues_a_2026_sources_call_under_airlocks_seal() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(SOURCES).await;
-    let addr = free_addr();
-    let _hub = scratch
-        .airlock(&[
-            "serve",
-            "--config",
-            &config.to_string_lossy(),
-            "--http",
-            &addr.to_string(),
-        ])
-        .spawn()
-        .unwrap();
-    wait_for_port(addr).await;
-    let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
+    let client = modern_client(&scratch, &url).await;
     listed(&client, ROUNDS).await;
     let args = json!({});
     let call = |p: CallToolRequestParams| client.call_tool_once(p);
@@ -415,19 +404,7 @@ async fn one_clients_unsubscribe_leaves_anothers_subscription() {
                 "[sources.c]\ncommand = \"{{conformance}}\"\nprotocol = \"{protocol}\"\n"
             ))
             .await;
-        let addr = free_addr();
-        let _hub = scratch
-            .airlock(&[
-                "serve",
-                "--config",
-                &config.to_string_lossy(),
-                "--http",
-                &addr.to_string(),
-            ])
-            .spawn()
-            .unwrap();
-        wait_for_port(addr).await;
-        let url = format!("http://{addr}/mcp");
+        let (_hub, url) = scratch.serve_http(&config).await;
         let (a, b) = (Watcher::default(), Watcher::default());
         let client_a = a.clone().serve(scratch.http_transport(&url)).await.unwrap();
         let client_b = b.clone().serve(scratch.http_transport(&url)).await.unwrap();
@@ -473,19 +450,8 @@ async fn a_2026_client_listens_for_changes_and_updates() {
     let config = scratch
         .reviewed_config("[sources.c]\ncommand = \"{conformance}\"\n")
         .await;
-    let addr = free_addr();
-    let _hub = scratch
-        .airlock(&[
-            "serve",
-            "--config",
-            &config.to_string_lossy(),
-            "--http",
-            &addr.to_string(),
-        ])
-        .spawn()
-        .unwrap();
-    wait_for_port(addr).await;
-    let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
+    let client = modern_client(&scratch, &url).await;
     listed(&client, "c__test_update_resource").await;
     let filter = SubscriptionFilter::builder()
         .tools_list_changed()
@@ -582,19 +548,8 @@ async fn a_2026_sources_prompt_asks_each_client_in_its_terms() {
     );
     older.cancel().await.unwrap();
 
-    let addr = free_addr();
-    let _hub = scratch
-        .airlock(&[
-            "serve",
-            "--config",
-            &config.to_string_lossy(),
-            "--http",
-            &addr.to_string(),
-        ])
-        .spawn()
-        .unwrap();
-    wait_for_port(addr).await;
-    let client = modern_client(&scratch, &format!("http://{addr}/mcp")).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
+    let client = modern_client(&scratch, &url).await;
     listed(&client, "c__test_simple_text").await;
     let asked = match client
         .get_prompt_once(GetPromptRequestParams::new(PROMPT))

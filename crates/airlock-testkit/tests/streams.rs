@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use airlock_testkit::{Scratch, call, first_text, free_addr, wait_for_port};
+use airlock_testkit::{Scratch, call, first_text};
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use serde_json::json;
@@ -39,19 +39,7 @@ async fn heard(scratch: &Scratch, url: &str) -> String {
 async fn a_call_whose_http_client_is_gone_is_cancelled_at_its_source() {
     let scratch = Scratch::new();
     let config = scratch.reviewed_config(FIXTURE).await;
-    let addr = free_addr();
-    let _hub = scratch
-        .airlock(&[
-            "serve",
-            "--config",
-            &config.to_string_lossy(),
-            "--http",
-            &addr.to_string(),
-        ])
-        .spawn()
-        .unwrap();
-    wait_for_port(addr).await;
-    let url = format!("http://{addr}/mcp");
+    let (_hub, url) = scratch.serve_http(&config).await;
 
     // Ends its session (rmcp's client sends DELETE when cancelled).
     let leaving = info().serve(scratch.http_transport(&url)).await.unwrap();
