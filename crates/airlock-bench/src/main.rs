@@ -12,6 +12,7 @@ mod keepalive;
 mod messages;
 mod policy;
 mod scrub;
+mod sessions;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -377,6 +378,15 @@ async fn main() -> anyhow::Result<()> {
                 report_keep_alive(&keep_alive_rows(dir.path()).await?);
                 return Ok(());
             }
+            "--only" if args[i + 1] == "sessions" => {
+                let dir = tempfile::tempdir()?;
+                let servers = sessions::servers(&bin("bench-echo"), Path::new(".tools"));
+                println!(
+                    "{}",
+                    sessions::render(&sessions::run(dir.path(), &servers).await?)
+                );
+                return Ok(());
+            }
             "--only" if args[i + 1] == "approvals" => {
                 let dir = tempfile::tempdir()?;
                 report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
@@ -387,7 +397,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals|keepalive"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals|keepalive|sessions"
             ),
         }
         i += 2;
@@ -582,6 +592,10 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("keep-alive raw HTTP client");
     let keep_alive = keep_alive_rows(dir.path()).await?;
 
+    eprintln!("a connection per client session");
+    let servers = sessions::servers(&bin("bench-echo"), Path::new(".tools"));
+    let per_session = sessions::run(dir.path(), &servers).await?;
+
     eprintln!("start-to-ready with 10 sources");
     let (ready_direct, ready_hub) = start_to_ready(dir.path(), 10, 5).await?;
 
@@ -604,6 +618,7 @@ async fn main() -> anyhow::Result<()> {
 
     report(&rows, &opts, ready_direct, ready_hub);
     report_keep_alive(&keep_alive);
+    println!("{}", sessions::render(&per_session));
     report_approvals(&approvals);
     report_scrub(&scrubbing);
     println!("\n{}", messages::render(&whole));

@@ -347,6 +347,7 @@ fn parse_client_json_for(
             allow_private,
             quote_output: true,
             protocol: crate::model::Protocol::Auto,
+            sessions: crate::model::Sessions::default(),
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

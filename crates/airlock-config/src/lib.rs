@@ -28,7 +28,7 @@ pub use error::ConfigError;
 pub use import::{ClientKind, ImportOutput, import_json};
 pub use model::{
     Action, ApprovalPage, ArgCondition, ArgTest, Config, HubSettings, Layer, Protocol, RuleConfig,
-    SourceConfig, Transport,
+    Sessions, SourceConfig, Transport,
 };
 pub use names::{SOURCE_NAME_RULE, validate_source_name};
 

@@ -173,6 +173,33 @@ pub struct SourceConfig {
     pub quote_output: bool,
     /// Which protocol lifecycle airlock speaks to this source.
     pub protocol: Protocol,
+    /// Whether client sessions share one connection to an older source or
+    /// each has its own (see [`Sessions`]).
+    pub sessions: Sessions,
+}
+
+/// How client sessions reach a source that speaks a protocol before
+/// 2026-07-28 (a 2026-07-28 source is stateless: one connection serves all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sessions {
+    /// One connection for every client. A request the source makes of a
+    /// client while calls from several are in flight on it is refused
+    /// unless the transport says which call it came with.
+    #[default]
+    Shared,
+    /// Each client session gets a connection of its own on its first
+    /// request (a process of its own for a stdio source), closed when the
+    /// session ends; the shared one is kept for the catalog.
+    PerClient,
+}
+
+impl Sessions {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sessions::Shared => "shared",
+            Sessions::PerClient => "per-client",
+        }
+    }
 }
 
 /// How airlock opens its session with a source.
@@ -243,6 +270,7 @@ impl Config {
                 trusted: true,
                 quote_output: false,
                 protocol: Protocol::Auto,
+                sessions: Sessions::default(),
                 connection: "demo".into(),
                 allow_private: false,
             }],

@@ -8,7 +8,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::model::{ApprovalPage, Config, HubSettings, Layer, Protocol, SourceConfig, Transport};
+use crate::model::{
+    ApprovalPage, Config, HubSettings, Layer, Protocol, Sessions, SourceConfig, Transport,
+};
 use crate::names::validate_source_name;
 use crate::rules::RawRule;
 use crate::syntax::toml_error;
@@ -57,6 +59,7 @@ struct RawSource {
     allow_private: Option<bool>,
     quote_output: Option<bool>,
     protocol: Option<Spanned<String>>,
+    sessions: Option<Spanned<String>>,
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -308,6 +311,21 @@ fn parse_source(
             }
         },
     };
+    let sessions = match s.sessions {
+        None => Sessions::default(),
+        Some(p) => match p.get_ref().as_str() {
+            "shared" => Sessions::Shared,
+            "per-client" => Sessions::PerClient,
+            other => {
+                return Err(err(
+                    p.span().start,
+                    format!("{key}.sessions"),
+                    format!("`{other}` is not a way to connect client sessions to a source"),
+                    "use \"shared\" (one connection for every client) or \"per-client\" (each client session its own)".into(),
+                ));
+            }
+        },
+    };
     let connection = match s.connection {
         Some(c) if c.get_ref().is_empty() => {
             return Err(err(
@@ -332,6 +350,7 @@ fn parse_source(
             allow_private: s.allow_private.unwrap_or(false),
             quote_output: s.quote_output.unwrap_or(!s.trusted.unwrap_or(false)),
             protocol,
+            sessions,
         },
     ))
 }

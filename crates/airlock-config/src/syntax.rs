@@ -31,6 +31,8 @@ const SOURCE_KEYS: &[&str] = &[
     "connection",
     "allow_private",
     "quote_output",
+    "protocol",
+    "sessions",
 ];
 const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
 const RULE_KEYS: &[&str] = &[

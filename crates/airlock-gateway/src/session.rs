@@ -175,13 +175,42 @@ impl Session {
         }
     }
 
+    /// Who this client is for "allow for this run": a client that
+    /// initialized has a session, whatever version a request claims; only
+    /// one without is keyed by the program it names.
+    fn run_key(&self, context: &RequestContext<RoleServer>) -> Option<RunKey> {
+        match self.initialized.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Some(RunKey::Session(self.id)),
+            false => RunKey::client(context.client_info().as_ref()),
+        }
+    }
+
+    /// The key of this client's own connections to per-client sources:
+    /// its session's id, or for a client without one the program it names.
+    fn lane(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
+        self.lane_of(self.run_key(context).as_ref())
+    }
+
+    fn lane_of(&self, run: Option<&RunKey>) -> Option<u64> {
+        match run? {
+            RunKey::Session(id) => Some(*id),
+            RunKey::Client(name, version) => Some(self.hub.clients.lane_of_program(name, version)),
+        }
+    }
+
     /// Relays a request that carries no policy weight to one source.
-    async fn subscription(&self, source: usize, uri: &str, on: bool) -> Result<(), ErrorData> {
+    async fn subscription(
+        &self,
+        source: usize,
+        lane: Option<u64>,
+        uri: &str,
+        on: bool,
+    ) -> Result<(), ErrorData> {
         let timeout = self.hub.sources.call_timeout(source);
         self.hub
             .sources
             .get(source)
-            .subscribe(self.id, uri, on, timeout)
+            .subscribe(self.id, lane, uri, on, timeout)
             .await
             .map_err(|e| self.upstream_error(source, e))
     }
@@ -189,13 +218,14 @@ impl Session {
     async fn relay(
         &self,
         source: usize,
+        lane: Option<u64>,
         request: ClientRequest,
     ) -> Result<ServerResult, ErrorData> {
         let timeout = self.hub.sources.call_timeout(source);
         self.hub
             .sources
             .get(source)
-            .request(request, timeout)
+            .request(lane, request, timeout)
             .await
             .map_err(|e| self.upstream_error(source, e))
     }
@@ -288,17 +318,14 @@ impl ServerHandler for Session {
         self.hub.first_contact().await;
         self.remember(&context);
         let modern = is_modern(&context);
+        let run = self.run_key(&context);
         let call = ToolCall {
             id: self.hub.clients.new_id(),
             progress: context.meta.get_progress_token(),
             capabilities: context.client_capabilities(),
             modern,
-            // A client that initialized has a session, whatever version
-            // a request claims; only one without is keyed by its name.
-            run: match self.initialized.load(std::sync::atomic::Ordering::Relaxed) {
-                true => Some(RunKey::Session(self.id)),
-                false => RunKey::client(context.client_info().as_ref()),
-            },
+            lane: self.lane_of(run.as_ref()),
+            run,
             params,
             session: self.id,
             peer: context.peer.clone(),
@@ -344,11 +371,12 @@ impl ServerHandler for Session {
         );
         let timeout = ex.timeout;
         let upstream = self.hub.sources.get(source);
+        let lane = self.lane(&context);
         let step = input::exchange(ex, state, answers, |state, answers| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
             Box::pin(async move {
-                match upstream.get_prompt(r, timeout).await {
+                match upstream.get_prompt(lane, r, timeout).await {
                     Ok(GetPromptResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
                     Ok(done) => Ok(Step::Done(done)),
                     Err(e) => Err(self.upstream_error(source, e)),
@@ -399,11 +427,12 @@ impl ServerHandler for Session {
         let ex = self.exchange(&context, caps.as_ref(), source, what, String::new());
         let timeout = ex.timeout;
         let upstream = self.hub.sources.get(source);
+        let lane = self.lane(&context);
         let step = input::exchange(ex, state, answers, |state, answers| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
             Box::pin(async move {
-                match upstream.read_resource(r, timeout).await {
+                match upstream.read_resource(lane, r, timeout).await {
                     Ok(ReadResourceResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
                     Ok(done) => Ok(Step::Done(done)),
                     Err(e) => Err(self.upstream_error(source, e)),
@@ -429,7 +458,8 @@ impl ServerHandler for Session {
     ) -> Result<(), ErrorData> {
         self.remember(&context);
         let source = self.resource_source(&request.uri)?;
-        self.subscription(source, &request.uri, true).await
+        self.subscription(source, self.lane(&context), &request.uri, true)
+            .await
     }
 
     /// A 2026-07-28 client's stream takes the list changes it asks for and
@@ -460,7 +490,8 @@ impl ServerHandler for Session {
             if let Ok(source) = self.resource_source(&uri) {
                 let timeout = self.hub.sources.call_timeout(source);
                 let upstream = self.hub.sources.get(source);
-                if let Err(e) = upstream.subscribe(id, &uri, true, timeout).await {
+                // On the shared connection: a stream is no client session.
+                if let Err(e) = upstream.subscribe(id, None, &uri, true, timeout).await {
                     tracing::warn!(%uri, error = %e, "a listen stream's resource could not be subscribed to");
                 }
             }
@@ -473,16 +504,17 @@ impl ServerHandler for Session {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let source = self.unsubscribe_source(&request.uri)?;
-        self.subscription(source, &request.uri, false).await
+        self.subscription(source, self.lane(&context), &request.uri, false)
+            .await
     }
 
     async fn complete(
         &self,
         mut request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.hub.first_contact().await;
         let source = match &mut request.r#ref {
@@ -514,6 +546,7 @@ impl ServerHandler for Session {
         match self
             .relay(
                 source,
+                self.lane(&context),
                 ClientRequest::CompleteRequest(CompleteRequest::new(request)),
             )
             .await?
@@ -537,7 +570,7 @@ impl ServerHandler for Session {
         for (i, source) in self.hub.sources().iter().enumerate() {
             if source.snapshot().capabilities.logging.is_some() {
                 let req = ClientRequest::SetLevelRequest(SetLevelRequest::new(request.clone()));
-                if let Err(e) = self.relay(i, req).await {
+                if let Err(e) = self.relay(i, self.lane(&context), req).await {
                     tracing::warn!(source = source.name(), error = %e.message, "setting the log level failed");
                 }
             }

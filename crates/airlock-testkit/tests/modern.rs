@@ -624,3 +624,51 @@ async fn listed<S: rmcp::Service<RoleClient>>(client: &RunningService<RoleClient
     }
     panic!("airlock never listed `{tool}`");
 }
+
+/// A 2026-07-28 source that needs a capability the client did not declare
+/// says so with `-32021`; airlock tells the source what the client
+/// declared, and passes the refusal on with its code (HTTP 400 on the
+/// HTTP face), rather than turning it into a tool failure.
+#[tokio::test]
+async fn a_missing_client_capability_passes_through_with_its_code() {
+    let scratch = Scratch::new();
+    let config = scratch.reviewed_config(SOURCES).await;
+    let (_hub, url) = scratch.serve_http(&config).await;
+    let client = modern_client(&scratch, &url).await;
+    listed(&client, "c__test_requires_sampling").await;
+    let err = client
+        .call_tool_once(CallToolRequestParams::new("c__test_requires_sampling"))
+        .await
+        .expect_err("the client declared no sampling");
+    let rmcp::ServiceError::McpError(e) = err else {
+        panic!("expected a JSON-RPC error, got {err:?}");
+    };
+    assert_eq!(
+        e.code,
+        rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "{e:?}"
+    );
+    assert!(e.message.contains("sampling"), "{e:?}");
+    client.cancel().await.unwrap();
+
+    // A client that declared it gets the tool's answer.
+    let caps: ClientCapabilities = serde_json::from_value(json!({"sampling": {}})).unwrap();
+    let sampler = ClientConfig::new(caps, Implementation::new("sampler", "1"))
+        .serve_with_lifecycle(
+            scratch.http_transport(&url),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let ok = sampler
+        .call_tool_once(CallToolRequestParams::new("c__test_requires_sampling"))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(ok) = ok else {
+        panic!("{ok:?}");
+    };
+    assert!(first_text(&ok).contains("declared sampling"), "{ok:?}");
+    sampler.cancel().await.unwrap();
+}

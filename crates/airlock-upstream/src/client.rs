@@ -18,7 +18,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
 
 use crate::clean::cleaned;
-use crate::ports::{Downstream, Secrets};
+use crate::origins::Origins;
+use crate::ports::{Cause, Downstream, Lane, Secrets};
 
 /// The newest version the `initialize` handshake speaks.
 pub(crate) const LEGACY: ProtocolVersion = ProtocolVersion::V_2025_11_25;
@@ -29,6 +30,10 @@ pub(crate) struct UpstreamClient {
     pub(crate) name: Arc<str>,
     pub(crate) downstream: Arc<dyn Downstream>,
     pub(crate) secrets: Arc<dyn Secrets>,
+    /// Which connection of the source this is.
+    pub(crate) lane: Lane,
+    /// On Streamable HTTP, which request's stream each server request came on.
+    pub(crate) origins: Arc<Origins>,
 }
 
 /// airlock can relay every client feature, so it declares them all to the
@@ -46,7 +51,7 @@ impl Service<RoleClient> for UpstreamClient {
     async fn handle_request(
         &self,
         request: ServerRequest,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ClientResult, ErrorData> {
         if let ServerRequest::PingRequest(_) = request {
             return Ok(ClientResult::empty(()));
@@ -55,7 +60,13 @@ impl Service<RoleClient> for UpstreamClient {
         let request = cleaned(self.secrets.as_ref(), request).map_err(|why| {
             ErrorData::invalid_request(format!("airlock: the request: {why}"), None)
         })?;
-        self.downstream.server_request(&self.name, request).await
+        let cause = Cause {
+            lane: self.lane,
+            during: self.origins.take(&context.id),
+        };
+        self.downstream
+            .server_request(&self.name, cause, request)
+            .await
     }
 
     async fn handle_notification(
@@ -68,17 +79,18 @@ impl Service<RoleClient> for UpstreamClient {
         match notification {
             ServerNotification::ProgressNotification(n) => {
                 if let Ok(params) = cleaned(secrets, n.params) {
-                    self.downstream.progress(&self.name, params)
+                    self.downstream.progress(&self.name, self.lane, params)
                 }
             }
             ServerNotification::LoggingMessageNotification(n) => {
                 if let Ok(params) = cleaned(secrets, n.params) {
-                    self.downstream.log(&self.name, params)
+                    self.downstream.log(&self.name, self.lane, params)
                 }
             }
             ServerNotification::ResourceUpdatedNotification(n) => {
                 if let Ok(params) = cleaned(secrets, n.params) {
-                    self.downstream.resource_updated(&self.name, params)
+                    self.downstream
+                        .resource_updated(&self.name, self.lane, params)
                 }
             }
             ServerNotification::ToolListChangedNotification(_)

@@ -323,6 +323,7 @@ mod tests {
             allow_private: false,
             quote_output: true,
             protocol: airlock_config::Protocol::Auto,
+            sessions: airlock_config::Sessions::default(),
         }
     }
 

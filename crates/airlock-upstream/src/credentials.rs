@@ -23,6 +23,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use crate::egress::HttpClient;
+use crate::origins::Origins;
 use crate::ports::Secrets;
 
 type Error = StreamableHttpError<reqwest::Error>;
@@ -35,6 +36,8 @@ pub(crate) struct Credentialed {
     /// Header name → value template (may contain secret references).
     headers: Arc<[(HeaderName, String)]>,
     secrets: Arc<dyn Secrets>,
+    /// Which request's stream each server request arrives on.
+    origins: Arc<Origins>,
 }
 
 impl Credentialed {
@@ -44,6 +47,7 @@ impl Credentialed {
         inner: HttpClient,
         headers: &std::collections::BTreeMap<String, String>,
         secrets: Arc<dyn Secrets>,
+        origins: Arc<Origins>,
     ) -> Result<Credentialed, String> {
         let headers = headers
             .iter()
@@ -58,6 +62,7 @@ impl Credentialed {
             inner,
             headers: headers.into(),
             secrets,
+            origins,
         })
     }
 
@@ -94,9 +99,12 @@ impl StreamableHttpClient for Credentialed {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        self.inner
+        let origin = Origins::request_id(&message);
+        let answer = self
+            .inner
             .post_message(uri, message, session_id, auth_header, headers)
-            .await
+            .await?;
+        Ok(self.origins.post_answer(origin, answer))
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -109,7 +117,9 @@ impl StreamableHttpClient for Credentialed {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        self.inner
+        let origin = Origins::request_id(&message);
+        let answer = self
+            .inner
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -118,7 +128,8 @@ impl StreamableHttpClient for Credentialed {
                 headers,
                 max_sse_event_size,
             )
-            .await
+            .await?;
+        Ok(self.origins.post_answer(origin, answer))
     }
 
     async fn post_message_with_response_limits(
@@ -131,7 +142,9 @@ impl StreamableHttpClient for Credentialed {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        self.inner
+        let origin = Origins::request_id(&message);
+        let answer = self
+            .inner
             .post_message_with_response_limits(
                 uri,
                 message,
@@ -140,7 +153,8 @@ impl StreamableHttpClient for Credentialed {
                 headers,
                 limits,
             )
-            .await
+            .await?;
+        Ok(self.origins.post_answer(origin, answer))
     }
 
     async fn delete_session(
@@ -165,9 +179,12 @@ impl StreamableHttpClient for Credentialed {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        self.inner
+        let resumed_from = last_event_id.clone();
+        let stream = self
+            .inner
             .get_stream(uri, session_id, last_event_id, auth_header, headers)
-            .await
+            .await?;
+        Ok(self.origins.resumed(resumed_from.as_deref(), stream))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -180,7 +197,9 @@ impl StreamableHttpClient for Credentialed {
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        self.inner
+        let resumed_from = last_event_id.clone();
+        let stream = self
+            .inner
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -189,6 +208,7 @@ impl StreamableHttpClient for Credentialed {
                 headers,
                 max_sse_event_size,
             )
-            .await
+            .await?;
+        Ok(self.origins.resumed(resumed_from.as_deref(), stream))
     }
 }

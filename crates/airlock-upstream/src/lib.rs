@@ -17,10 +17,12 @@ pub mod command;
 mod connect;
 mod credentials;
 pub mod egress;
+mod lanes;
 mod listen;
+mod origins;
 mod ports;
 mod source;
 
 pub use connect::INHERITED_ENV;
-pub use ports::{BoxFuture, Downstream, Secrets, SourceState};
+pub use ports::{BoxFuture, Cause, Downstream, Lane, Secrets, SourceState};
 pub use source::{PendingCall, Snapshot, Source, UpstreamError};

@@ -21,7 +21,7 @@ use rmcp::service::{Peer, RoleClient};
 use tokio::sync::watch;
 
 use crate::clean::cleaned;
-use crate::ports::{Downstream, Secrets};
+use crate::ports::{Downstream, Lane, Secrets};
 
 /// Between a stream that ended and the next one, at first and at most.
 const REOPEN_AFTER: Duration = Duration::from_millis(500);
@@ -206,7 +206,8 @@ impl Listener {
             ServerNotification::ResourceUpdatedNotification(n) => {
                 // Dropped if it cannot be scrubbed, never passed on raw.
                 if let Ok(params) = cleaned(secrets, n.params) {
-                    self.downstream.resource_updated(&self.name, params)
+                    self.downstream
+                        .resource_updated(&self.name, Lane::Shared, params)
                 }
             }
             _ => {}

@@ -11,13 +11,31 @@ use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam, RequestId,
     ResourceUpdatedNotificationParam, ServerRequest,
 };
 
 use crate::command::CommandIdentity;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Which of a source's connections something came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// The connection every client shares (and the catalog is listed on).
+    Shared,
+    /// The connection this client session has to itself.
+    Session(u64),
+}
+
+/// What airlock knows of why a source sent a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub lane: Lane,
+    /// It arrived on the stream answering this request of airlock's (on
+    /// Streamable HTTP, where the stream says so).
+    pub during: Option<RequestId>,
+}
 
 /// What a source sends toward clients, and where the hub routes it.
 pub trait Downstream: Send + Sync + 'static {
@@ -27,11 +45,12 @@ pub trait Downstream: Send + Sync + 'static {
     fn server_request(
         &self,
         source: &str,
+        cause: Cause,
         request: ServerRequest,
     ) -> BoxFuture<'_, Result<ClientResult, ErrorData>>;
-    fn progress(&self, source: &str, params: ProgressNotificationParam);
-    fn log(&self, source: &str, params: LoggingMessageNotificationParam);
-    fn resource_updated(&self, source: &str, params: ResourceUpdatedNotificationParam);
+    fn progress(&self, source: &str, lane: Lane, params: ProgressNotificationParam);
+    fn log(&self, source: &str, lane: Lane, params: LoggingMessageNotificationParam);
+    fn resource_updated(&self, source: &str, lane: Lane, params: ResourceUpdatedNotificationParam);
     /// One of the source's lists changed and its snapshot was refreshed.
     fn catalog_changed(&self, source: &str);
     /// The source's state changed (starting, ready, failed, ...).

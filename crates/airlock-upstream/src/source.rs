@@ -3,10 +3,10 @@
 // resources/subscribe is legacy-only, and still what an older source speaks.
 #![allow(deprecated)]
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
-use airlock_config::SourceConfig;
+use airlock_config::{Sessions, SourceConfig};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
@@ -22,8 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clean::{cleaned, cleaned_error};
 use crate::client::UpstreamClient;
 use crate::connect::{Connection, connect};
+use crate::lanes::{Lane as OwnConnection, Lanes};
 use crate::listen::{Listener, Subscribed};
-use crate::ports::{Downstream, Secrets, SourceState};
+use crate::ports::{Downstream, Lane, Secrets, SourceState};
 
 /// What a source offered when last listed.
 #[derive(Debug, Clone, Default)]
@@ -68,6 +69,9 @@ pub struct Source {
     /// Held across a change of `subscribed` and what an older source is told
     /// of it, so the source hears them in the order they were made.
     subscribing: Arc<tokio::sync::Mutex<()>>,
+    /// Client sessions' own connections (`sessions = "per-client"`).
+    lanes: Lanes,
+    me: Weak<Source>,
 }
 
 const BACKOFF_START: Duration = Duration::from_millis(500);
@@ -85,7 +89,7 @@ impl Source {
         shutdown: CancellationToken,
     ) -> Arc<Source> {
         let name: Arc<str> = config.name.as_str().into();
-        Arc::new(Source {
+        Arc::new_cyclic(|me| Source {
             config,
             name,
             connect_timeout,
@@ -100,6 +104,8 @@ impl Source {
             stopped: Notify::new(),
             subscribed: Arc::default(),
             subscribing: Arc::default(),
+            lanes: Lanes::default(),
+            me: me.clone(),
         })
     }
 
@@ -117,6 +123,11 @@ impl Source {
         peer.as_ref()
             .and_then(|p| p.peer_info())
             .map(|i| i.protocol_version.to_string())
+    }
+
+    /// How many client sessions have a connection of their own to it.
+    pub fn own_connections(&self) -> usize {
+        self.lanes.count()
     }
 
     /// Waits until the source is ready or has failed its first attempt.
@@ -165,27 +176,12 @@ impl Source {
                 break;
             }
             self.set_state(SourceState::Starting);
-            let me = Arc::downgrade(&self);
-            let lists_changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-                if let Some(source) = me.upgrade() {
-                    tokio::spawn(async move { source.refresh_after_change().await });
-                }
-            });
-            let handler = UpstreamClient {
-                lists_changed: lists_changed.clone(),
-                name: self.name.clone(),
-                downstream: self.downstream.clone(),
-                secrets: self.secrets.clone(),
-            };
-            let allowed = match crate::command::CommandIdentity::of(&self.config) {
-                Some(command) => self.downstream.command_allowed(&self.name, &command),
-                None => Ok(()),
-            };
-            let attempt = match allowed {
+            let lists_changed = self.lists_changed();
+            let attempt = match self.may_start() {
                 Err(why) => Err(why),
                 Ok(()) => tokio::select! {
                     _ = self.shutdown.cancelled() => break,
-                    r = connect(&self.config, handler, self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
+                    r = connect(&self.config, self.handler(Lane::Shared), self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
                 },
             };
             let attempt = attempt.map_err(|d| self.secrets.scrub(&d));
@@ -222,6 +218,113 @@ impl Source {
         };
         self.set_state(SourceState::Stopped { last_failure });
         self.stopped.notify_waiters();
+    }
+
+    /// What re-lists the source when one of its connections says a list changed.
+    fn lists_changed(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let me = self.me.clone();
+        Arc::new(move || {
+            if let Some(source) = me.upgrade() {
+                tokio::spawn(async move { source.refresh_after_change().await });
+            }
+        })
+    }
+
+    /// The client half of one connection to the source.
+    fn handler(&self, lane: Lane) -> UpstreamClient {
+        UpstreamClient {
+            lists_changed: self.lists_changed(),
+            name: self.name.clone(),
+            downstream: self.downstream.clone(),
+            secrets: self.secrets.clone(),
+            lane,
+            origins: Arc::default(),
+        }
+    }
+
+    /// Asked before every process start: whether a person approved the command.
+    fn may_start(&self) -> Result<(), String> {
+        match crate::command::CommandIdentity::of(&self.config) {
+            Some(command) => self.downstream.command_allowed(&self.name, &command),
+            None => Ok(()),
+        }
+    }
+
+    /// The connection a request from the client whose own connections are
+    /// keyed `client` goes on: its own, for an older source whose sessions
+    /// are per client; the shared one otherwise (for a client without a
+    /// key, and past the bound).
+    async fn peer_for(
+        &self,
+        client: Option<u64>,
+    ) -> Result<(Peer<RoleClient>, Lane), UpstreamError> {
+        let shared = self.peer()?;
+        let session = match client {
+            Some(key) if self.config.sessions == Sessions::PerClient && !is_modern(&shared) => key,
+            _ => return Ok((shared, Lane::Shared)),
+        };
+        let Some(slot) = self.lanes.slot(session) else {
+            tracing::warn!(source = %self.name, sessions = crate::lanes::MAX_LANES, "every per-client connection is taken; this session shares the common one");
+            return Ok((shared, Lane::Shared));
+        };
+        let mut lane = slot.lock().await;
+        if let Some(open) = lane.as_ref().filter(|l| l.is_open()) {
+            return Ok((open.peer.clone(), Lane::Session(session)));
+        }
+        let opened = self.open_lane(session).await.map_err(|detail| {
+            UpstreamError::Unavailable(
+                self.name.to_string(),
+                format!(
+                    "its own connection for this client did not open: {}",
+                    self.secrets.scrub(&detail)
+                ),
+            )
+        })?;
+        let peer = opened.peer.clone();
+        *lane = Some(opened);
+        Ok((peer, Lane::Session(session)))
+    }
+
+    /// Opens session `session`'s own connection. It must offer the tools
+    /// the shared one listed (what was reviewed), or nothing is sent on it.
+    async fn open_lane(&self, session: u64) -> Result<OwnConnection, String> {
+        self.may_start()?;
+        let conn = connect(
+            &self.config,
+            self.handler(Lane::Session(session)),
+            self.connect_timeout,
+            self.max_message_bytes,
+            &self.secrets,
+        )
+        .await?;
+        let offers_tools = conn
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.tools.is_some());
+        let tools = match offers_tools {
+            false => Ok(Vec::new()),
+            true => tokio::time::timeout(self.connect_timeout, conn.peer.list_all_tools())
+                .await
+                .map_err(|_| "listing its tools timed out".to_string())
+                .and_then(|r| r.map_err(|e| format!("listing its tools failed: {e}"))),
+        };
+        let same = tools
+            .and_then(|t| cleaned(self.secrets.as_ref(), t))
+            .map(|tools| {
+                serde_json::to_value(&tools).ok()
+                    == serde_json::to_value(&self.snapshot().tools).ok()
+            });
+        match same {
+            Ok(true) => Ok(OwnConnection::open(conn, self.shutdown.child_token())),
+            Ok(false) => {
+                conn.close().await;
+                Err("it offered other tools on it than the ones airlock listed and reviewed, so nothing was sent on it".into())
+            }
+            Err(why) => {
+                conn.close().await;
+                Err(why)
+            }
+        }
     }
 
     /// Holds one live connection until it ends; returns why it ended.
@@ -351,11 +454,12 @@ impl Source {
     /// only for input the client can give.
     pub async fn start_call(
         &self,
+        own: Option<u64>,
         params: CallToolRequestParams,
         client: Option<&ClientCapabilities>,
         timeout: Duration,
     ) -> Result<PendingCall, UpstreamError> {
-        let peer = self.peer()?;
+        let (peer, lane) = self.peer_for(own).await?;
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
         if let Some(caps) = client.filter(|_| is_modern(&peer)) {
@@ -378,6 +482,7 @@ impl Source {
         Ok(PendingCall {
             progress_token: handle.progress_token.clone(),
             id: handle.id.clone(),
+            lane,
             peer,
             handle: Some(handle),
             source: self.name.clone(),
@@ -388,10 +493,11 @@ impl Source {
 
     pub async fn read_resource(
         &self,
+        client: Option<u64>,
         params: ReadResourceRequestParams,
         timeout: Duration,
     ) -> Result<ReadResourceResponse, UpstreamError> {
-        let peer = self.peer()?;
+        let (peer, _) = self.peer_for(client).await?;
         Ok(
             match self
                 .bounded(timeout, peer.read_resource_once(params))
@@ -408,10 +514,11 @@ impl Source {
 
     pub async fn get_prompt(
         &self,
+        client: Option<u64>,
         params: GetPromptRequestParams,
         timeout: Duration,
     ) -> Result<GetPromptResponse, UpstreamError> {
-        let peer = self.peer()?;
+        let (peer, _) = self.peer_for(client).await?;
         Ok(
             match self.bounded(timeout, peer.get_prompt_once(params)).await? {
                 GetPromptResponse::Complete(r) => GetPromptResponse::Complete(self.clean(r)?),
@@ -426,10 +533,11 @@ impl Source {
     /// Any other request (completion, logging level), relayed whole.
     pub async fn request(
         &self,
+        client: Option<u64>,
         request: rmcp::model::ClientRequest,
         timeout: Duration,
     ) -> Result<rmcp::model::ServerResult, UpstreamError> {
-        let peer = self.peer()?;
+        let (peer, _) = self.peer_for(client).await?;
         let r = self.bounded(timeout, peer.send_request(request)).await?;
         self.clean(r)
     }
@@ -443,11 +551,25 @@ impl Source {
     pub async fn subscribe(
         &self,
         session: u64,
+        client: Option<u64>,
         uri: &str,
         on: bool,
         timeout: Duration,
     ) -> Result<(), UpstreamError> {
-        let peer = self.peer()?;
+        let (peer, lane) = self.peer_for(client).await?;
+        if lane != Lane::Shared {
+            // Its own connection: the source hears each change as made.
+            let request = match on {
+                true => ClientRequest::SubscribeRequest(SubscribeRequest::new(
+                    SubscribeRequestParams::new(uri),
+                )),
+                false => ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(
+                    UnsubscribeRequestParams::new(uri),
+                )),
+            };
+            let r = self.bounded(timeout, peer.send_request(request)).await?;
+            return self.clean(r).map(|_| ());
+        }
         if is_modern(&peer) {
             let offers = peer
                 .peer_info()
@@ -474,7 +596,10 @@ impl Source {
             // Another session holds it still, or already did.
             _ => return Ok(()),
         };
-        let sent = self.request(request, timeout).await.map(|_| ());
+        let sent = match self.bounded(timeout, peer.send_request(request)).await {
+            Ok(r) => self.clean(r).map(|_| ()),
+            Err(e) => Err(e),
+        };
         if sent.is_err() && on {
             // Not subscribed upstream: not held here either.
             self.subscribed.set(session, uri, false);
@@ -482,9 +607,12 @@ impl Source {
         sent
     }
 
-    /// Client session `session` ended: its subscriptions end with it, and
-    /// an older source is told of each URI nobody holds any more.
-    pub fn forget_subscriber(&self, session: u64) {
+    /// Client session `session` ended: its own connection (keyed by the
+    /// session) closes, its
+    /// subscriptions end with it, and an older source is told of each URI
+    /// nobody holds any more.
+    pub fn session_ended(&self, session: u64) {
+        self.lanes.close(session);
         let released = self.subscribed.forget(session);
         let Ok(peer) = self.peer() else { return };
         if released.is_empty() || is_modern(&peer) {
@@ -673,6 +801,8 @@ async fn list_everything(
 pub struct PendingCall {
     /// The token the upstream will put on its progress notifications.
     pub progress_token: ProgressToken,
+    /// The connection it went on.
+    pub lane: Lane,
     id: RequestId,
     peer: Peer<RoleClient>,
     handle: Option<RequestHandle<RoleClient>>,
@@ -682,6 +812,11 @@ pub struct PendingCall {
 }
 
 impl PendingCall {
+    /// Its id on the connection it went on.
+    pub fn request_id(&self) -> &RequestId {
+        &self.id
+    }
+
     pub async fn finish(mut self) -> Result<CallToolResponse, UpstreamError> {
         let Some(handle) = self.handle.take() else {
             return Err(UpstreamError::Other {

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{ClientCapabilities, ProgressNotificationParam, ProgressToken};
+use airlock_upstream::{Cause, Lane};
+use rmcp::model::{ClientCapabilities, ProgressNotificationParam, ProgressToken, RequestId};
 use rmcp::service::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
@@ -23,6 +24,8 @@ type Client = (Peer<RoleServer>, Arc<Outbox>);
 pub(crate) struct InFlight {
     pub source: usize,
     pub session: SessionId,
+    /// The key of the client's own connections (see [`Clients::lane_of_program`]).
+    pub lane: Option<u64>,
     pub peer: Peer<RoleServer>,
     pub capabilities: Option<ClientCapabilities>,
     /// Set for 2026-07-28 clients: requests for input go to the call's own
@@ -31,6 +34,14 @@ pub(crate) struct InFlight {
     /// Where this call's progress goes, if the client asked for it: an
     /// ordered queue the call's own task drains to the client.
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+}
+
+/// What the source said of a call once it was sent: the connection it
+/// went on, its request id there and the progress token it carries.
+struct Sent {
+    lane: Lane,
+    id: RequestId,
+    token: ProgressToken,
 }
 
 /// How a server→client request reaches its client.
@@ -45,7 +56,7 @@ pub(crate) enum Route {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
     #[error(
-        "several clients have calls in progress to this source, so airlock cannot tell which one the request is for"
+        "several clients have calls in progress to this source, so airlock cannot tell which one the request is for; with sessions = \"per-client\" on the source each client gets a connection of its own"
     )]
     SeveralCalling,
     #[error("no client is connected to airlock")]
@@ -54,6 +65,11 @@ pub enum RouteError {
         "no call to this source is in progress and several clients are connected, so airlock cannot tell which one the request is for"
     )]
     SeveralConnected,
+    #[error("the client whose connection to this source it came on has left")]
+    OwnerGone,
+    /// It came with a call that is still being sent: ask again shortly.
+    #[error("the call it came with is still being sent")]
+    NotYetSent,
 }
 
 /// Whom a source's request is for, by the routing rules: the one session
@@ -89,21 +105,46 @@ pub(crate) fn notify_whom(calling: impl IntoIterator<Item = SessionId>) -> Optio
 #[derive(Default)]
 pub struct Clients {
     sessions: Mutex<HashMap<SessionId, Client>>,
-    /// Calls in flight, by an id of their own; each with the upstream's
-    /// progress token for it once sent.
-    inflight: Mutex<HashMap<u64, (InFlight, Option<ProgressToken>)>>,
+    /// Calls in flight, by an id of their own; each with what the source
+    /// said of it once sent.
+    inflight: Mutex<HashMap<u64, (InFlight, Option<Sent>)>>,
     next_id: AtomicU64,
     /// HTTP sessions by their `Mcp-Session-Id`: what to cancel when the
     /// client ends one.
     http: Mutex<HashMap<String, (SessionId, tokio_util::sync::CancellationToken)>>,
     /// 2026-07-28 clients' listen streams, by a session id of their own.
     streams: Mutex<HashMap<SessionId, Arc<Outbox>>>,
+    /// The keys of sessionless clients' own connections, by the program
+    /// they name (name, version; see [`Clients::lane_of_program`]).
+    lanes: Mutex<HashMap<(String, String), u64>>,
 }
+
+/// Sessionless clients remembered by name before the oldest are forgotten.
+const MAX_NAMED_CLIENTS: usize = 1024;
 
 impl Clients {
     /// A fresh id for a session, a call, or a call in flight.
     pub(crate) fn new_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The key of the own connections (to a source with
+    /// `sessions = "per-client"`) of a client without a session
+    /// (2026-07-28) that names itself `name` `version`: one per program, so
+    /// its calls keep one connection across requests. A client with a
+    /// session uses its session's id.
+    pub(crate) fn lane_of_program(&self, name: &str, version: &str) -> u64 {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        let program = (name.to_string(), version.to_string());
+        if let Some(key) = lanes.get(&program) {
+            return *key;
+        }
+        if lanes.len() >= MAX_NAMED_CLIENTS {
+            lanes.clear();
+        }
+        let key = self.new_id();
+        lanes.insert(program, key);
+        key
     }
 
     pub(crate) fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
@@ -189,9 +230,13 @@ impl Clients {
         }
     }
 
-    /// Queues `note` from source `index` for the client it is for: the one
+    /// Queues `note` from source `index` for the client it is for: the
+    /// owner of the connection it came on; on the shared one, the one
     /// calling the source, or every client when none or several are.
-    pub(crate) fn post_from(&self, index: usize, note: Note) {
+    pub(crate) fn post_from(&self, index: usize, lane: Lane, note: Note) {
+        if let Lane::Session(owner) = lane {
+            return self.post_to(&[owner], note);
+        }
         for outbox in self.outboxes_for(index) {
             outbox.post(note.clone());
         }
@@ -209,11 +254,14 @@ impl Clients {
             .collect()
     }
 
+    /// The sessions with calls in flight on source `source`'s shared connection.
     fn calling(&self, source: usize) -> Vec<SessionId> {
         let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
         inflight
             .values()
-            .filter(|(c, _)| c.source == source)
+            .filter(|(c, sent)| {
+                c.source == source && sent.as_ref().is_none_or(|s| s.lane == Lane::Shared)
+            })
             .map(|(c, _)| c.session)
             .collect()
     }
@@ -243,8 +291,10 @@ impl Clients {
         }
     }
 
-    /// Where a request source `index` makes of the client goes.
-    pub(crate) fn route_for(&self, index: usize) -> Result<Route, RouteError> {
+    /// Where a request source `index` makes of the client goes: on a
+    /// session's own connection, to that session; on the stream of a
+    /// call, to that call; otherwise by [`whom`].
+    pub(crate) fn route_for(&self, index: usize, cause: &Cause) -> Result<Route, RouteError> {
         let live: Vec<(SessionId, Peer<RoleServer>)> = {
             let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             sessions
@@ -254,44 +304,73 @@ impl Clients {
                 .collect()
         };
         let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        let calls: Vec<&InFlight> = inflight
+        let calls: Vec<(&InFlight, Option<&Sent>)> = inflight
             .values()
-            .map(|(c, _)| c)
-            .filter(|c| c.source == index)
+            .filter(|(c, sent)| {
+                c.source == index
+                    && match cause.lane {
+                        Lane::Session(owner) => c.lane == Some(owner),
+                        // Not yet sent counts: it may be on this connection.
+                        Lane::Shared => sent.as_ref().is_none_or(|s| s.lane == Lane::Shared),
+                    }
+            })
+            .map(|(c, sent)| (c, sent.as_ref()))
             .collect();
-        let (session, calling) = whom(
-            calls.iter().map(|c| c.session),
-            live.iter().map(|(id, _)| *id),
-        )?;
-        if calling {
-            let call = calls
+        let to_call = |call: &InFlight| match &call.input {
+            Some(tx) => Route::Park(tx.clone()),
+            None => Route::Direct(call.peer.clone(), Box::new(call.capabilities.clone())),
+        };
+        if let Some(during) = &cause.during {
+            if let Some((call, _)) = calls
                 .iter()
-                .find(|c| c.session == session)
+                .find(|(_, sent)| sent.is_some_and(|s| s.id == *during))
+            {
+                return Ok(to_call(call));
+            }
+            if calls.iter().any(|(_, sent)| sent.is_none()) {
+                return Err(RouteError::NotYetSent);
+            }
+        }
+        // A client's own connection may still carry calls of several
+        // sessions (sessionless clients naming the same program): the same
+        // rules as on a shared one, with its owner as the only client.
+        let owner = match cause.lane {
+            Lane::Session(owner) => vec![owner],
+            Lane::Shared => live.iter().map(|(id, _)| *id).collect(),
+        };
+        let (session, calling) = whom(calls.iter().map(|(c, _)| c.session), owner)?;
+        if calling {
+            let (call, _) = calls
+                .iter()
+                .find(|(c, _)| c.session == session)
                 .expect("the chosen session has a call");
-            return Ok(match &call.input {
-                Some(tx) => Route::Park(tx.clone()),
-                None => Route::Direct(call.peer.clone(), Box::new(call.capabilities.clone())),
-            });
+            return Ok(to_call(call));
         }
         let (_, peer) = live
             .into_iter()
             .find(|(id, _)| *id == session)
-            .expect("the chosen session is live");
+            .ok_or(RouteError::OwnerGone)?;
         let caps = peer.peer_info().map(|i| i.capabilities.clone());
         Ok(Route::Direct(peer, Box::new(caps)))
     }
 
-    /// Where progress from source `index` under the upstream's `token` goes,
-    /// if the client of that call asked for progress.
+    /// Where progress from source `index` under the upstream's `token` on
+    /// connection `lane` goes, if the client of that call asked for it.
     pub(crate) fn progress_to(
         &self,
         index: usize,
+        lane: Lane,
         token: &ProgressToken,
     ) -> Option<mpsc::UnboundedSender<ProgressNotificationParam>> {
         let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
         inflight
             .values()
-            .find(|(c, t)| c.source == index && t.as_ref() == Some(token))
+            .find(|(c, sent)| {
+                c.source == index
+                    && sent
+                        .as_ref()
+                        .is_some_and(|s| s.lane == lane && s.token == *token)
+            })
             .and_then(|(c, _)| c.progress.clone())
     }
 }
@@ -303,16 +382,20 @@ pub(crate) struct InFlightGuard {
 }
 
 impl InFlightGuard {
-    /// Links the upstream's progress token to this call.
-    pub(crate) fn set_upstream_token(&self, token: ProgressToken) {
-        if let Some((_, t)) = self
+    /// Links what the source knows the call by to this call.
+    pub(crate) fn sent(&self, pending: &airlock_upstream::PendingCall) {
+        if let Some((_, sent)) = self
             .clients
             .inflight
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get_mut(&self.id)
         {
-            *t = Some(token);
+            *sent = Some(Sent {
+                lane: pending.lane,
+                id: pending.request_id().clone(),
+                token: pending.progress_token.clone(),
+            });
         }
     }
 }

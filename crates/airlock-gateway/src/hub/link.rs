@@ -7,7 +7,7 @@ use std::sync::Weak;
 
 use airlock_common::now_ms;
 use airlock_store::SourceStatus;
-use airlock_upstream::{Downstream, SourceState};
+use airlock_upstream::{Cause, Downstream, Lane, SourceState};
 use rmcp::ErrorData;
 use rmcp::model::{
     ClientResult, LoggingMessageNotificationParam, ProgressNotificationParam,
@@ -16,7 +16,7 @@ use rmcp::model::{
 use tokio::sync::oneshot;
 
 use super::Hub;
-use super::clients::Route;
+use super::clients::{Route, RouteError};
 use crate::outbox::Note;
 use crate::parked::{InputNeeded, client_supports};
 
@@ -28,6 +28,7 @@ impl Downstream for Link {
     fn server_request(
         &self,
         source: &str,
+        cause: Cause,
         request: ServerRequest,
     ) -> airlock_upstream::BoxFuture<'_, Result<ClientResult, ErrorData>> {
         let source = source.to_string();
@@ -41,9 +42,8 @@ impl Downstream for Link {
             let refuse = |why: String| ErrorData::invalid_request(format!("airlock: {why}"), None);
             // The request was scrubbed on arrival (airlock-upstream).
             let timeout = hub.sources.call_timeout(index);
-            let route = hub
-                .clients
-                .route_for(index)
+            let route = route(&hub, index, cause)
+                .await
                 .map_err(|e| refuse(e.to_string()))?;
             match route {
                 Route::Park(tx) => {
@@ -77,18 +77,18 @@ impl Downstream for Link {
         })
     }
 
-    fn progress(&self, source: &str, params: ProgressNotificationParam) {
+    fn progress(&self, source: &str, lane: Lane, params: ProgressNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
         let Some(index) = hub.sources.index_of(source) else {
             return;
         };
         // Progress for a call whose client did not ask for it is dropped.
-        if let Some(tx) = hub.clients.progress_to(index, &params.progress_token) {
+        if let Some(tx) = hub.clients.progress_to(index, lane, &params.progress_token) {
             let _ = tx.send(params);
         }
     }
 
-    fn log(&self, source: &str, mut params: LoggingMessageNotificationParam) {
+    fn log(&self, source: &str, lane: Lane, mut params: LoggingMessageNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
         // Scrubbed on arrival, logger name and data keys included.
         let logger = params.logger.take().unwrap_or_default();
@@ -100,13 +100,17 @@ impl Downstream for Link {
         let Some(index) = hub.sources.index_of(source) else {
             return;
         };
-        hub.clients.post_from(index, Note::Log(params));
+        hub.clients.post_from(index, lane, Note::Log(params));
     }
 
-    /// To the sessions subscribed to the URI; to every client when none is
-    /// known to be (an older source may announce URIs under one subscribed).
-    fn resource_updated(&self, source: &str, params: ResourceUpdatedNotificationParam) {
+    /// To the owner of the connection it came on; to the sessions
+    /// subscribed to the URI; to every client when none is known to be (an
+    /// older source may announce URIs under one subscribed).
+    fn resource_updated(&self, source: &str, lane: Lane, params: ResourceUpdatedNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
+        if let Lane::Session(owner) = lane {
+            return hub.clients.post_to(&[owner], Note::ResourceUpdated(params));
+        }
         let holders = hub
             .sources
             .index_of(source)
@@ -189,4 +193,20 @@ impl Downstream for Link {
             tracing::error!(%source, error = %e, "cannot record the source status");
         }
     }
+}
+
+/// Where a source's request goes. A request that came with a call still
+/// being sent waits for it, briefly; after that the stream it came on is
+/// not counted on, and the other rules decide.
+async fn route(hub: &Hub, index: usize, mut cause: Cause) -> Result<Route, RouteError> {
+    for _ in 0..100 {
+        match hub.clients.route_for(index, &cause) {
+            Err(RouteError::NotYetSent) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await
+            }
+            other => return other,
+        }
+    }
+    cause.during = None;
+    hub.clients.route_for(index, &cause)
 }

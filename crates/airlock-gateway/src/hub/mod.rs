@@ -251,7 +251,7 @@ impl Hub {
         self.approvals.run_grants.forget_session(id);
         self.clients.forget(id);
         for source in self.sources.all() {
-            source.forget_subscriber(id);
+            source.session_ended(id);
         }
     }
 }

@@ -210,6 +210,7 @@ async fn send(
     let in_flight = hub.clients.begin(InFlight {
         source: target.source,
         session: call.session,
+        lane: call.lane,
         peer: call.peer.clone(),
         capabilities: call.capabilities.clone(),
         input,
@@ -219,10 +220,10 @@ async fn send(
     let pending = hub
         .sources
         .get(target.source)
-        .start_call(params, call.capabilities.as_ref(), timeout)
+        .start_call(call.lane, params, call.capabilities.as_ref(), timeout)
         .await
         .map_err(|e| Outcome::Failed(e.to_string()))?;
-    in_flight.set_upstream_token(pending.progress_token.clone());
+    in_flight.sent(&pending);
     Ok((in_flight, progress_rx, pending))
 }
 

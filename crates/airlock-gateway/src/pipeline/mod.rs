@@ -54,6 +54,9 @@ pub(crate) struct ToolCall {
     /// What "allow for this run" covers for this client; none for a
     /// sessionless client that names no program.
     pub run: Option<RunKey>,
+    /// The key of this client's own connections to a per-client source;
+    /// none (the shared connection) for a client that names no program.
+    pub lane: Option<u64>,
     pub peer: Peer<RoleServer>,
     pub progress: Option<ProgressToken>,
     /// What the client declared it can do (elicitation, sampling, roots).

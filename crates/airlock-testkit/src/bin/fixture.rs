@@ -5,7 +5,9 @@
 //! It speaks raw JSON-RPC (no SDK) precisely so it can break the protocol.
 //! Tools: echo, slow, hang, crash, garbage, oversized, lie, elicit,
 //! progress, log, change, env, calls (what it has been asked to run). `FIXTURE_CRASH_ON_START=1` exits before the
-//! handshake; `FIXTURE_IGNORE_EOF=1` keeps running after stdin closes.
+//! handshake; `FIXTURE_IGNORE_EOF=1` keeps running after stdin closes;
+//! `FIXTURE_LOG=PATH` appends what `calls` lists to a file, a line each, so
+//! a test can read what it heard after the process is gone.
 
 use std::io::{BufRead, Write};
 use std::sync::mpsc;
@@ -16,6 +18,19 @@ use serde_json::{Value, json};
 fn send(out: &mut impl Write, v: &Value) {
     let _ = writeln!(out, "{v}");
     let _ = out.flush();
+}
+
+/// Notes what the server was asked, in memory and in `FIXTURE_LOG`.
+fn heard(called: &mut Vec<String>, what: String) {
+    if let Ok(path) = std::env::var("FIXTURE_LOG")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(f, "{what}");
+    }
+    called.push(what);
 }
 
 fn tools(extra: bool) -> Value {
@@ -97,7 +112,10 @@ fn main() {
                 }}),
             ),
             "notifications/cancelled" => {
-                called.push(format!("cancelled:{}", msg["params"]["requestId"]));
+                heard(
+                    &mut called,
+                    format!("cancelled:{}", msg["params"]["requestId"]),
+                );
             }
             "tools/list" => send(
                 &mut out,
@@ -110,7 +128,7 @@ fn main() {
             "tools/call" => {
                 let name = msg["params"]["name"].as_str().unwrap_or("");
                 let args = &msg["params"]["arguments"];
-                called.push(name.to_string());
+                heard(&mut called, name.to_string());
                 match name {
                     "calls" => send(&mut out, &text_result(&id, &called.join(","))),
                     "echo" => send(

@@ -90,6 +90,11 @@ fn tools() -> Vec<Tool> {
             no_args(),
         ),
         t(
+            "test_requires_sampling",
+            "Runs only for a client that declared sampling (-32021 otherwise)",
+            no_args(),
+        ),
+        t(
             "test_input_rounds",
             "Asks the user twice, one question after the other",
             no_args(),
@@ -191,6 +196,16 @@ impl Fixture {
         let request_params = &request;
         Ok(match request.name.as_ref() {
             "test_simple_text" => text("This is a simple text response for testing."),
+            "test_requires_sampling" => {
+                if ctx.client_capabilities().is_none_or(|c| c.sampling.is_none()) {
+                    return Err(ErrorData::new(
+                        rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                        "this tool needs the client's sampling capability",
+                        Some(json!({"requiredCapabilities": {"sampling": {}}})),
+                    ));
+                }
+                text("the client declared sampling")
+            }
             "test_image_content" => content(json!([{"type": "image", "data": PNG, "mimeType": "image/png"}])),
             "test_audio_content" => content(json!([{"type": "audio", "data": WAV, "mimeType": "audio/wav"}])),
             "test_embedded_resource" => content(json!([{"type": "resource", "resource": {
