@@ -3,8 +3,13 @@ conformance fixture directly, and through airlock with the fixture as its
 only (unprefixed) stdio source, for each of the suite's versions (0.1.16,
 and 0.2.0-alpha.12 with the 2026-07-28 scenarios), one airlock per suite
 for the whole run, scenarios in suite order. Every check that passes
-directly must pass through airlock. Prints the tallies; exits 1 on any
-regression.
+directly must pass through airlock.
+
+Then the suite's client scenarios with airlock as the client under test
+(`conformance_client.py` puts airlock in front of each scenario's server):
+every check passes or is listed, with its reason, in
+`conformance-client-expected-failures.txt`. Prints the tallies; exits 1 on
+any regression.
 
 The suite's client cannot be given headers, and airlock's HTTP face wants
 the user's token on every request, so the suite reaches airlock through a
@@ -181,8 +186,76 @@ def compare(version: str, suite: Path) -> bool:
     return True
 
 
+# The client scenarios the suite has for airlock's side, at the version each
+# is asked for.
+CLIENT_SCENARIOS = [
+    ("initialize", "2025-11-25"),
+    ("tools_call", "2025-11-25"),
+    ("elicitation-sep1034-client-defaults", "2025-11-25"),
+    ("sse-retry", "2025-11-25"),
+    ("json-schema-2020-12-preservation", "2025-11-25"),
+    ("tools_call", "2026-07-28"),
+    ("json-schema-2020-12-preservation", "2026-07-28"),
+    ("request-metadata", "2026-07-28"),
+    ("http-standard-headers", "2026-07-28"),
+    ("http-custom-headers", "2026-07-28"),
+    ("http-invalid-tool-headers", "2026-07-28"),
+    ("sep-2322-client-request-state", "2026-07-28"),
+]
+EXPECTED_CLIENT_FAILURES = Path(__file__).with_name("conformance-client-expected-failures.txt")
+
+
+def expected_client_failures() -> dict:
+    """{"version/scenario/check": reason} from the expected-failures file."""
+    expected = {}
+    for line in EXPECTED_CLIENT_FAILURES.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        check, _, reason = line.partition(" ")
+        if not reason.strip():
+            sys.exit(f"{EXPECTED_CLIENT_FAILURES.name}: `{check}` gives no reason")
+        expected[check] = reason.strip()
+    return expected
+
+
+def client_side() -> bool:
+    """airlock as the client under test: whether every check passed or
+    failed as expected."""
+    suite = SUITES["0.2.0-alpha.12"]
+    work = Path(tempfile.mkdtemp(prefix="airlock-conformance-client-"))
+    command = f"{sys.executable} {Path(__file__).with_name('conformance_client.py')}"
+    results = {}
+    for scenario, version in CLIENT_SCENARIOS:
+        out = work / version / scenario
+        subprocess.run(
+            [str(NODE), str(suite), "client", "--command", command, "--scenario", scenario,
+             "--spec-version", version, "-o", str(out)],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=300,
+        )
+        found = sorted(out.glob("*/checks.json"))
+        if not found:
+            results[f"{version}/{scenario}/ran"] = "FAILURE"
+        for checks in found:
+            for check in json.loads(checks.read_text()):
+                results[f"{version}/{scenario}/{check['id']}"] = check["status"]
+    expected = expected_client_failures()
+    print(f"client scenarios, airlock as the client: {tally(results)}")
+    unexpected = [c for c, s in results.items() if s == "FAILURE" and c not in expected]
+    for c in unexpected:
+        print(f"  unexpected failure: {c}")
+    for c in expected:
+        if results.get(c) == "SUCCESS":
+            print(f"  now passes, remove it from {EXPECTED_CLIENT_FAILURES.name}: {c}")
+    return not unexpected
+
+
 def main() -> None:
     ok = [compare(version, suite) for version, suite in SUITES.items()]
+    ok.append(client_side())
     if not all(ok):
         sys.exit(1)
 

@@ -187,14 +187,20 @@ impl Session {
 
     /// The key of this client's own connections to per-client sources:
     /// its session's id, or for a client without one the program it names.
-    fn lane(&self, context: &RequestContext<RoleServer>) -> Option<u64> {
+    fn lane(&self, context: &RequestContext<RoleServer>) -> Option<(u64, bool)> {
         self.lane_of(self.run_key(context).as_ref())
     }
 
-    fn lane_of(&self, run: Option<&RunKey>) -> Option<u64> {
+    /// With whether the key is a program's (its lane closes when idle)
+    /// rather than a session's (its lane closes with the session).
+    fn lane_of(&self, run: Option<&RunKey>) -> Option<(u64, bool)> {
         match run? {
-            RunKey::Session(id) => Some(*id),
-            RunKey::Client(name, version) => Some(self.hub.clients.lane_of_program(name, version)),
+            RunKey::Session(id) => Some((*id, false)),
+            RunKey::Client(name, version) => self
+                .hub
+                .clients
+                .lane_of_program(name, version)
+                .map(|key| (key, true)),
         }
     }
 
@@ -202,7 +208,7 @@ impl Session {
     async fn subscription(
         &self,
         source: usize,
-        lane: Option<u64>,
+        lane: Option<(u64, bool)>,
         uri: &str,
         on: bool,
     ) -> Result<(), ErrorData> {
@@ -218,7 +224,7 @@ impl Session {
     async fn relay(
         &self,
         source: usize,
-        lane: Option<u64>,
+        lane: Option<(u64, bool)>,
         request: ClientRequest,
     ) -> Result<ServerResult, ErrorData> {
         let timeout = self.hub.sources.call_timeout(source);
@@ -305,8 +311,9 @@ impl ServerHandler for Session {
     ) -> Result<ListToolsResult, ErrorData> {
         self.hub.first_contact().await;
         self.remember(&context);
-        Ok(ListToolsResult::with_all_items(
-            self.hub.view().visible_tools(),
+        Ok(versions::listed(
+            ListToolsResult::with_all_items(self.hub.view().visible_tools()),
+            is_modern(&context),
         ))
     }
 
@@ -340,11 +347,12 @@ impl ServerHandler for Session {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.hub.first_contact().await;
-        Ok(ListPromptsResult::with_all_items(
-            self.hub.view().visible_prompts(),
+        Ok(versions::listed(
+            ListPromptsResult::with_all_items(self.hub.view().visible_prompts()),
+            is_modern(&context),
         ))
     }
 
@@ -393,22 +401,24 @@ impl ServerHandler for Session {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.hub.first_contact().await;
-        Ok(ListResourcesResult::with_all_items(
-            self.hub.view().visible_resources(),
+        Ok(versions::listed(
+            ListResourcesResult::with_all_items(self.hub.view().visible_resources()),
+            is_modern(&context),
         ))
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.hub.first_contact().await;
-        Ok(ListResourceTemplatesResult::with_all_items(
-            self.hub.view().visible_templates(),
+        Ok(versions::listed(
+            ListResourceTemplatesResult::with_all_items(self.hub.view().visible_templates()),
+            is_modern(&context),
         ))
     }
 
@@ -422,6 +432,8 @@ impl ServerHandler for Session {
         request.meta = None;
         let state = request.request_state.take();
         let answers = request.input_responses.take();
+        // A read that took input is not to be cached.
+        let retried = state.is_some() || answers.is_some();
         let caps = context.client_capabilities();
         let what = format!("resource {}", request.uri);
         let ex = self.exchange(&context, caps.as_ref(), source, what, String::new());
@@ -441,7 +453,7 @@ impl ServerHandler for Session {
         })
         .await?;
         let mut read = match step {
-            Step::Done(r) => versions::resource(r),
+            Step::Done(r) => versions::resource(r, is_modern(&context), retried),
             Step::Asked(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
         };
         // What a resource holds is the source's words, quoted like results.

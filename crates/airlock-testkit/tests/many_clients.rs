@@ -283,7 +283,7 @@ async fn a_new_connection_offering_other_tools_than_reviewed_is_not_used() {
     let text = first_text(&r);
     assert!(r.is_error.unwrap_or(false), "{text}");
     assert!(
-        text.contains("offered other tools on it than the ones airlock listed and reviewed"),
+        text.contains("offered other tools, prompts or resources on it than the ones airlock listed and reviewed"),
         "{text}"
     );
     let _ = client.cancel().await;

@@ -15,10 +15,11 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, Implementation, ProtocolVersion,
     ServerNotification, ServerRequest,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleClient, Service};
+use rmcp::service::{
+    InboundStreamOrigin, NotificationContext, RequestContext, RoleClient, Service,
+};
 
 use crate::clean::cleaned;
-use crate::origins::Origins;
 use crate::ports::{Cause, Downstream, Lane, Secrets};
 
 /// The newest version the `initialize` handshake speaks.
@@ -32,8 +33,6 @@ pub(crate) struct UpstreamClient {
     pub(crate) secrets: Arc<dyn Secrets>,
     /// Which connection of the source this is.
     pub(crate) lane: Lane,
-    /// On Streamable HTTP, which request's stream each server request came on.
-    pub(crate) origins: Arc<Origins>,
 }
 
 /// airlock can relay every client feature, so it declares them all to the
@@ -60,9 +59,15 @@ impl Service<RoleClient> for UpstreamClient {
         let request = cleaned(self.secrets.as_ref(), request).map_err(|why| {
             ErrorData::invalid_request(format!("airlock: the request: {why}"), None)
         })?;
+        // On Streamable HTTP, rmcp marks the stream a request came on:
+        // the answer stream of one of airlock's requests, or none.
+        let during = match context.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => Some(id.clone()),
+            _ => None,
+        };
         let cause = Cause {
             lane: self.lane,
-            during: self.origins.take(&context.id),
+            during,
         };
         self.downstream
             .server_request(&self.name, cause, request)

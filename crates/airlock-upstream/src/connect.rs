@@ -244,7 +244,6 @@ pub(crate) async fn connect(
                 crate::egress::client(config.allow_private)?,
                 headers,
                 secrets.clone(),
-                handler.origins.clone(),
             )?;
             let transport = StreamableHttpClientTransport::with_client(
                 client,

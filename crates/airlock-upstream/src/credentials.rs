@@ -23,7 +23,6 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use crate::egress::HttpClient;
-use crate::origins::Origins;
 use crate::ports::Secrets;
 
 type Error = StreamableHttpError<reqwest::Error>;
@@ -36,8 +35,6 @@ pub(crate) struct Credentialed {
     /// Header name → value template (may contain secret references).
     headers: Arc<[(HeaderName, String)]>,
     secrets: Arc<dyn Secrets>,
-    /// Which request's stream each server request arrives on.
-    origins: Arc<Origins>,
 }
 
 impl Credentialed {
@@ -47,7 +44,6 @@ impl Credentialed {
         inner: HttpClient,
         headers: &std::collections::BTreeMap<String, String>,
         secrets: Arc<dyn Secrets>,
-        origins: Arc<Origins>,
     ) -> Result<Credentialed, String> {
         let headers = headers
             .iter()
@@ -62,7 +58,6 @@ impl Credentialed {
             inner,
             headers: headers.into(),
             secrets,
-            origins,
         })
     }
 
@@ -99,12 +94,9 @@ impl StreamableHttpClient for Credentialed {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        let origin = Origins::request_id(&message);
-        let answer = self
-            .inner
+        self.inner
             .post_message(uri, message, session_id, auth_header, headers)
-            .await?;
-        Ok(self.origins.post_answer(origin, answer))
+            .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -117,9 +109,7 @@ impl StreamableHttpClient for Credentialed {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        let origin = Origins::request_id(&message);
-        let answer = self
-            .inner
+        self.inner
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -128,8 +118,7 @@ impl StreamableHttpClient for Credentialed {
                 headers,
                 max_sse_event_size,
             )
-            .await?;
-        Ok(self.origins.post_answer(origin, answer))
+            .await
     }
 
     async fn post_message_with_response_limits(
@@ -142,9 +131,7 @@ impl StreamableHttpClient for Credentialed {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        let origin = Origins::request_id(&message);
-        let answer = self
-            .inner
+        self.inner
             .post_message_with_response_limits(
                 uri,
                 message,
@@ -153,8 +140,7 @@ impl StreamableHttpClient for Credentialed {
                 headers,
                 limits,
             )
-            .await?;
-        Ok(self.origins.post_answer(origin, answer))
+            .await
     }
 
     async fn delete_session(
@@ -179,12 +165,9 @@ impl StreamableHttpClient for Credentialed {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        let resumed_from = last_event_id.clone();
-        let stream = self
-            .inner
+        self.inner
             .get_stream(uri, session_id, last_event_id, auth_header, headers)
-            .await?;
-        Ok(self.origins.resumed(resumed_from.as_deref(), stream))
+            .await
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -197,9 +180,7 @@ impl StreamableHttpClient for Credentialed {
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
         let headers = self.with_credentials(custom_headers)?;
-        let resumed_from = last_event_id.clone();
-        let stream = self
-            .inner
+        self.inner
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -208,7 +189,6 @@ impl StreamableHttpClient for Credentialed {
                 headers,
                 max_sse_event_size,
             )
-            .await?;
-        Ok(self.origins.resumed(resumed_from.as_deref(), stream))
+            .await
     }
 }

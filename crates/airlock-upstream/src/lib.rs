@@ -19,8 +19,8 @@ mod credentials;
 pub mod egress;
 mod lanes;
 mod listen;
-mod origins;
 mod ports;
+mod snapshot;
 mod source;
 
 pub use connect::INHERITED_ENV;

@@ -10,10 +10,10 @@ use airlock_config::{Sessions, SourceConfig};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
-    GetPromptRequestParams, GetPromptResponse, ProgressToken, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, RequestId, RequestMetaObject, Resource,
-    ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequest, SubscribeRequestParams,
-    Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+    GetPromptRequestParams, GetPromptResponse, ProgressToken, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, RequestId, RequestMetaObject,
+    ServerCapabilities, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use tokio::sync::{Notify, watch};
@@ -25,16 +25,8 @@ use crate::connect::{Connection, connect};
 use crate::lanes::{Lane as OwnConnection, Lanes};
 use crate::listen::{Listener, Subscribed};
 use crate::ports::{Downstream, Lane, Secrets, SourceState};
-
-/// What a source offered when last listed.
-#[derive(Debug, Clone, Default)]
-pub struct Snapshot {
-    pub tools: Vec<Tool>,
-    pub resources: Vec<Resource>,
-    pub resource_templates: Vec<ResourceTemplate>,
-    pub prompts: Vec<Prompt>,
-    pub capabilities: ServerCapabilities,
-}
+pub use crate::snapshot::Snapshot;
+use crate::snapshot::same_lists;
 
 /// Why a call to a source did not produce an answer.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +162,9 @@ impl Source {
     /// Connects, keeps the connection, and reconnects with backoff until
     /// shutdown. Run it as a task; it returns once the source is stopped.
     pub async fn run(self: Arc<Self>) {
+        if self.config.sessions == Sessions::PerClient {
+            tokio::spawn(sweep_lanes(self.me.clone(), self.shutdown.clone()));
+        }
         let mut backoff = BACKOFF_START;
         loop {
             if self.shutdown.is_cancelled() {
@@ -181,7 +176,7 @@ impl Source {
                 Err(why) => Err(why),
                 Ok(()) => tokio::select! {
                     _ = self.shutdown.cancelled() => break,
-                    r = connect(&self.config, self.handler(Lane::Shared), self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
+                    r = connect(&self.config, self.handler(Lane::Shared, None), self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
                 },
             };
             let attempt = attempt.map_err(|d| self.secrets.scrub(&d));
@@ -230,15 +225,27 @@ impl Source {
         })
     }
 
-    /// The client half of one connection to the source.
-    fn handler(&self, lane: Lane) -> UpstreamClient {
+    /// The client half of one connection to the source. A lane's marks
+    /// `changed` when the source says a list changed on it.
+    fn handler(
+        &self,
+        lane: Lane,
+        changed: Option<Arc<std::sync::atomic::AtomicBool>>,
+    ) -> UpstreamClient {
+        let relist = self.lists_changed();
+        let lists_changed: Arc<dyn Fn() + Send + Sync> = match changed {
+            None => relist,
+            Some(changed) => Arc::new(move || {
+                changed.store(true, std::sync::atomic::Ordering::SeqCst);
+                relist()
+            }),
+        };
         UpstreamClient {
-            lists_changed: self.lists_changed(),
+            lists_changed,
             name: self.name.clone(),
             downstream: self.downstream.clone(),
             secrets: self.secrets.clone(),
             lane,
-            origins: Arc::default(),
         }
     }
 
@@ -253,78 +260,96 @@ impl Source {
     /// The connection a request from the client whose own connections are
     /// keyed `client` goes on: its own, for an older source whose sessions
     /// are per client; the shared one otherwise (for a client without a
-    /// key, and past the bound).
-    async fn peer_for(
-        &self,
-        client: Option<u64>,
-    ) -> Result<(Peer<RoleClient>, Lane), UpstreamError> {
+    /// key, an ended session, and past the bound). `idles`: the key is a
+    /// program's, not a session's (see [`crate::lanes`]).
+    async fn peer_for(&self, client: Option<(u64, bool)>) -> Result<Via, UpstreamError> {
         let shared = self.peer()?;
-        let session = match client {
-            Some(key) if self.config.sessions == Sessions::PerClient && !is_modern(&shared) => key,
-            _ => return Ok((shared, Lane::Shared)),
+        let shared = Via {
+            peer: shared,
+            lane: Lane::Shared,
+            _lease: None,
         };
-        let Some(slot) = self.lanes.slot(session) else {
-            tracing::warn!(source = %self.name, sessions = crate::lanes::MAX_LANES, "every per-client connection is taken; this session shares the common one");
-            return Ok((shared, Lane::Shared));
+        let (key, idles) = match client {
+            Some(c) if self.config.sessions == Sessions::PerClient && !is_modern(&shared.peer) => c,
+            _ => return Ok(shared),
+        };
+        let Some(slot) = self.lanes.slot(key, idles) else {
+            tracing::debug!(source = %self.name, "no connection of its own for this client (ended, or all {} taken); it shares the common one", crate::lanes::MAX_LANES);
+            return Ok(shared);
         };
         let mut lane = slot.lock().await;
-        if let Some(open) = lane.as_ref().filter(|l| l.is_open()) {
-            return Ok((open.peer.clone(), Lane::Session(session)));
-        }
-        let opened = self.open_lane(session).await.map_err(|detail| {
-            UpstreamError::Unavailable(
-                self.name.to_string(),
-                format!(
-                    "its own connection for this client did not open: {}",
-                    self.secrets.scrub(&detail)
-                ),
-            )
-        })?;
+        let current = self.snapshot();
+        let checked = match lane.take().filter(|l| l.is_open()) {
+            Some(open) if !open.needs_check(&current) => Ok(open),
+            Some(open) => self.check_lane(open, current).await,
+            None => self.open_lane(key).await,
+        };
+        let opened = match checked {
+            Ok(opened) => opened,
+            Err(detail) => {
+                drop(lane);
+                self.lanes.failed(key);
+                return Err(UpstreamError::Other {
+                    src: self.name.to_string(),
+                    detail: format!(
+                        "its own connection for this client: {}",
+                        self.secrets.scrub(&detail)
+                    ),
+                });
+            }
+        };
         let peer = opened.peer.clone();
         *lane = Some(opened);
-        Ok((peer, Lane::Session(session)))
+        drop(lane);
+        Ok(Via {
+            peer,
+            lane: Lane::Session(key),
+            _lease: Some(slot),
+        })
     }
 
-    /// Opens session `session`'s own connection. It must offer the tools
-    /// the shared one listed (what was reviewed), or nothing is sent on it.
-    async fn open_lane(&self, session: u64) -> Result<OwnConnection, String> {
+    /// Opens client `key`'s own connection, to be used once it offers what
+    /// the shared one listed (what was reviewed).
+    async fn open_lane(&self, key: u64) -> Result<OwnConnection, String> {
         self.may_start()?;
+        let changed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conn = connect(
             &self.config,
-            self.handler(Lane::Session(session)),
+            self.handler(Lane::Session(key), Some(changed.clone())),
             self.connect_timeout,
             self.max_message_bytes,
             &self.secrets,
         )
         .await?;
-        let offers_tools = conn
+        let lane = OwnConnection::open(conn, Arc::default(), changed, self.shutdown.child_token());
+        self.check_lane(lane, self.snapshot()).await
+    }
+
+    /// Lists everything a lane offers; it is kept only if that is what
+    /// the shared connection listed (`current`). Dropped otherwise, which
+    /// closes it.
+    async fn check_lane(
+        &self,
+        mut lane: OwnConnection,
+        current: Arc<Snapshot>,
+    ) -> Result<OwnConnection, String> {
+        let capabilities = lane
             .peer
             .peer_info()
-            .is_some_and(|i| i.capabilities.tools.is_some());
-        let tools = match offers_tools {
-            false => Ok(Vec::new()),
-            true => tokio::time::timeout(self.connect_timeout, conn.peer.list_all_tools())
-                .await
-                .map_err(|_| "listing its tools timed out".to_string())
-                .and_then(|r| r.map_err(|e| format!("listing its tools failed: {e}"))),
-        };
-        let same = tools
-            .and_then(|t| cleaned(self.secrets.as_ref(), t))
-            .map(|tools| {
-                serde_json::to_value(&tools).ok()
-                    == serde_json::to_value(&self.snapshot().tools).ok()
-            });
-        match same {
-            Ok(true) => Ok(OwnConnection::open(conn, self.shutdown.child_token())),
-            Ok(false) => {
-                conn.close().await;
-                Err("it offered other tools on it than the ones airlock listed and reviewed, so nothing was sent on it".into())
-            }
-            Err(why) => {
-                conn.close().await;
-                Err(why)
-            }
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default();
+        let listed = tokio::time::timeout(
+            self.connect_timeout,
+            self.list_everything(&lane.peer, capabilities),
+        )
+        .await
+        .map_err(|_| "listing what it offers timed out".to_string())?
+        .map_err(|e| format!("listing what it offers failed: {e}"))?;
+        if !same_lists(&listed, &current) {
+            return Err("it offered other tools, prompts or resources on it than the ones airlock listed and reviewed, so nothing was sent on it".into());
         }
+        lane.verified = current;
+        Ok(lane)
     }
 
     /// Holds one live connection until it ends; returns why it ended.
@@ -454,12 +479,13 @@ impl Source {
     /// only for input the client can give.
     pub async fn start_call(
         &self,
-        own: Option<u64>,
+        own: Option<(u64, bool)>,
         params: CallToolRequestParams,
         client: Option<&ClientCapabilities>,
         timeout: Duration,
     ) -> Result<PendingCall, UpstreamError> {
-        let (peer, lane) = self.peer_for(own).await?;
+        let via = self.peer_for(own).await?;
+        let peer = via.peer.clone();
         let mut options = PeerRequestOptions::no_options();
         options.timeout = Some(timeout);
         if let Some(caps) = client.filter(|_| is_modern(&peer)) {
@@ -482,7 +508,8 @@ impl Source {
         Ok(PendingCall {
             progress_token: handle.progress_token.clone(),
             id: handle.id.clone(),
-            lane,
+            lane: via.lane,
+            _lease: via._lease,
             peer,
             handle: Some(handle),
             source: self.name.clone(),
@@ -493,11 +520,11 @@ impl Source {
 
     pub async fn read_resource(
         &self,
-        client: Option<u64>,
+        client: Option<(u64, bool)>,
         params: ReadResourceRequestParams,
         timeout: Duration,
     ) -> Result<ReadResourceResponse, UpstreamError> {
-        let (peer, _) = self.peer_for(client).await?;
+        let Via { peer, _lease, .. } = self.peer_for(client).await?;
         Ok(
             match self
                 .bounded(timeout, peer.read_resource_once(params))
@@ -514,11 +541,11 @@ impl Source {
 
     pub async fn get_prompt(
         &self,
-        client: Option<u64>,
+        client: Option<(u64, bool)>,
         params: GetPromptRequestParams,
         timeout: Duration,
     ) -> Result<GetPromptResponse, UpstreamError> {
-        let (peer, _) = self.peer_for(client).await?;
+        let Via { peer, _lease, .. } = self.peer_for(client).await?;
         Ok(
             match self.bounded(timeout, peer.get_prompt_once(params)).await? {
                 GetPromptResponse::Complete(r) => GetPromptResponse::Complete(self.clean(r)?),
@@ -533,11 +560,11 @@ impl Source {
     /// Any other request (completion, logging level), relayed whole.
     pub async fn request(
         &self,
-        client: Option<u64>,
+        client: Option<(u64, bool)>,
         request: rmcp::model::ClientRequest,
         timeout: Duration,
     ) -> Result<rmcp::model::ServerResult, UpstreamError> {
-        let (peer, _) = self.peer_for(client).await?;
+        let Via { peer, _lease, .. } = self.peer_for(client).await?;
         let r = self.bounded(timeout, peer.send_request(request)).await?;
         self.clean(r)
     }
@@ -551,12 +578,12 @@ impl Source {
     pub async fn subscribe(
         &self,
         session: u64,
-        client: Option<u64>,
+        client: Option<(u64, bool)>,
         uri: &str,
         on: bool,
         timeout: Duration,
     ) -> Result<(), UpstreamError> {
-        let (peer, lane) = self.peer_for(client).await?;
+        let Via { peer, lane, _lease } = self.peer_for(client).await?;
         if lane != Lane::Shared {
             // Its own connection: the source hears each change as made.
             let request = match on {
@@ -751,12 +778,19 @@ fn classify(name: &str, secrets: &dyn Secrets, e: ServiceError) -> UpstreamError
     }
 }
 
-/// Whether two listings offer the same, definition for definition.
-fn same_lists(a: &Snapshot, b: &Snapshot) -> bool {
-    let json = |s: &Snapshot| {
-        serde_json::to_value((&s.tools, &s.resources, &s.resource_templates, &s.prompts)).ok()
-    };
-    json(a).is_some() && json(a) == json(b)
+/// Closes idle lanes of sessionless clients, every minute, while the
+/// source lives.
+async fn sweep_lanes(source: Weak<Source>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+        }
+        match source.upgrade() {
+            Some(source) => source.lanes.sweep(),
+            None => return,
+        }
+    }
 }
 
 /// Whether the connection speaks 2026-07-28 (or later).
@@ -796,6 +830,13 @@ async fn list_everything(
     })
 }
 
+/// The connection a request goes on, and the lease on it if it is a lane.
+struct Via {
+    peer: Peer<RoleClient>,
+    lane: Lane,
+    _lease: Option<crate::lanes::Slot>,
+}
+
 /// A `tools/call` on its way. Dropped before it finishes, it tells the
 /// upstream to stop (`notifications/cancelled`).
 pub struct PendingCall {
@@ -803,6 +844,8 @@ pub struct PendingCall {
     pub progress_token: ProgressToken,
     /// The connection it went on.
     pub lane: Lane,
+    /// Keeps its lane from closing for being idle while the call runs.
+    _lease: Option<crate::lanes::Slot>,
     id: RequestId,
     peer: Peer<RoleClient>,
     handle: Option<RequestHandle<RoleClient>>,

@@ -70,6 +70,10 @@ pub enum RouteError {
     /// It came with a call that is still being sent: ask again shortly.
     #[error("the call it came with is still being sent")]
     NotYetSent,
+    #[error(
+        "it came with a request that is no call in progress (a read, a prompt, or a call that has ended), so airlock cannot tell which client it is for"
+    )]
+    NotACall,
 }
 
 /// Whom a source's request is for, by the routing rules: the one session
@@ -121,6 +125,8 @@ pub struct Clients {
 
 /// Sessionless clients remembered by name before the oldest are forgotten.
 const MAX_NAMED_CLIENTS: usize = 1024;
+/// Bytes of name and version a program may take to be remembered.
+const MAX_PROGRAM_NAME: usize = 256;
 
 impl Clients {
     /// A fresh id for a session, a call, or a call in flight.
@@ -133,18 +139,22 @@ impl Clients {
     /// (2026-07-28) that names itself `name` `version`: one per program, so
     /// its calls keep one connection across requests. A client with a
     /// session uses its session's id.
-    pub(crate) fn lane_of_program(&self, name: &str, version: &str) -> u64 {
+    /// None for a name too long to be one (it shares the connection).
+    pub(crate) fn lane_of_program(&self, name: &str, version: &str) -> Option<u64> {
+        if name.len() + version.len() > MAX_PROGRAM_NAME {
+            return None;
+        }
         let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
         let program = (name.to_string(), version.to_string());
         if let Some(key) = lanes.get(&program) {
-            return *key;
+            return Some(*key);
         }
         if lanes.len() >= MAX_NAMED_CLIENTS {
             lanes.clear();
         }
         let key = self.new_id();
         lanes.insert(program, key);
-        key
+        Some(key)
     }
 
     pub(crate) fn register(&self, id: SessionId, peer: Peer<RoleServer>) {
@@ -320,16 +330,20 @@ impl Clients {
             Some(tx) => Route::Park(tx.clone()),
             None => Route::Direct(call.peer.clone(), Box::new(call.capabilities.clone())),
         };
+        // It came on the answer stream of one of airlock's requests: that
+        // call's client, or nobody (a request that is no call, a call that
+        // has ended); never a guess.
         if let Some(during) = &cause.during {
             if let Some((call, _)) = calls
                 .iter()
-                .find(|(_, sent)| sent.is_some_and(|s| s.id == *during))
+                .find(|(_, sent)| sent.is_some_and(|s| s.id == *during && s.lane == cause.lane))
             {
                 return Ok(to_call(call));
             }
-            if calls.iter().any(|(_, sent)| sent.is_none()) {
-                return Err(RouteError::NotYetSent);
-            }
+            return Err(match calls.iter().any(|(_, sent)| sent.is_none()) {
+                true => RouteError::NotYetSent,
+                false => RouteError::NotACall,
+            });
         }
         // A client's own connection may still carry calls of several
         // sessions (sessionless clients naming the same program): the same

@@ -196,9 +196,8 @@ impl Downstream for Link {
 }
 
 /// Where a source's request goes. A request that came with a call still
-/// being sent waits for it, briefly; after that the stream it came on is
-/// not counted on, and the other rules decide.
-async fn route(hub: &Hub, index: usize, mut cause: Cause) -> Result<Route, RouteError> {
+/// being sent waits for it, briefly (1 s), then is refused.
+async fn route(hub: &Hub, index: usize, cause: Cause) -> Result<Route, RouteError> {
     for _ in 0..100 {
         match hub.clients.route_for(index, &cause) {
             Err(RouteError::NotYetSent) => {
@@ -207,6 +206,5 @@ async fn route(hub: &Hub, index: usize, mut cause: Cause) -> Result<Route, Route
             other => return other,
         }
     }
-    cause.during = None;
-    hub.clients.route_for(index, &cause)
+    Err(RouteError::NotACall)
 }

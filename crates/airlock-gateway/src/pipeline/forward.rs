@@ -210,7 +210,7 @@ async fn send(
     let in_flight = hub.clients.begin(InFlight {
         source: target.source,
         session: call.session,
-        lane: call.lane,
+        lane: call.lane.map(|(key, _)| key),
         peer: call.peer.clone(),
         capabilities: call.capabilities.clone(),
         input,

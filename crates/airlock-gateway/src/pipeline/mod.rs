@@ -56,7 +56,7 @@ pub(crate) struct ToolCall {
     pub run: Option<RunKey>,
     /// The key of this client's own connections to a per-client source;
     /// none (the shared connection) for a client that names no program.
-    pub lane: Option<u64>,
+    pub lane: Option<(u64, bool)>,
     pub peer: Peer<RoleServer>,
     pub progress: Option<ProgressToken>,
     /// What the client declared it can do (elicitation, sampling, roots).
