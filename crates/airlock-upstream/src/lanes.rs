@@ -168,7 +168,8 @@ impl Lanes {
     }
 
     /// How many clients have a lane (open or opening).
-    pub(crate) fn count(&self) -> usize {
+    #[cfg(test)]
+    fn count(&self) -> usize {
         self.lock().slots.len()
     }
 

@@ -117,11 +117,6 @@ impl Source {
             .map(|i| i.protocol_version.to_string())
     }
 
-    /// How many client sessions have a connection of their own to it.
-    pub fn own_connections(&self) -> usize {
-        self.lanes.count()
-    }
-
     /// Waits until the source is ready or has failed its first attempt.
     pub async fn settled(&self) -> SourceState {
         let mut rx = self.state.subscribe();
