@@ -13,7 +13,7 @@ use rmcp::model::{
     Implementation,
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::{ClientHandler, ClientServiceExt, ServiceExt};
 use serde_json::json;
 use tokio::sync::Barrier;
 
@@ -312,4 +312,61 @@ async fn an_unknown_sessions_setting_is_refused_naming_the_choices() {
         assert!(said.contains("sources.s.sessions"), "{said}");
         assert!(said.contains("\"per-client\""), "{said}");
     }
+}
+
+/// A client without a session (2026-07-28) whose calls go on a connection
+/// of its program's own still hears what the source logs during its call.
+#[tokio::test]
+#[allow(deprecated)] // logging: SEP-2577-deprecated, still relayed
+async fn a_sessionless_clients_own_connection_logs_reach_its_call() {
+    use rmcp::model::{LoggingMessageNotificationParam, ProtocolVersion};
+    use rmcp::service::{ClientLifecycleMode, NotificationContext};
+
+    #[derive(Clone, Default)]
+    struct Listener(Arc<Mutex<Vec<String>>>);
+    impl ClientHandler for Listener {
+        fn get_info(&self) -> ClientConfig {
+            ClientConfig::new(
+                ClientCapabilities::default(),
+                Implementation::new("listener", "1"),
+            )
+        }
+        async fn on_logging_message(
+            &self,
+            params: LoggingMessageNotificationParam,
+            _context: NotificationContext<RoleClient>,
+        ) {
+            self.0.lock().unwrap().push(params.data.to_string());
+        }
+    }
+
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config(
+            "[sources.s]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\nsessions = \"per-client\"\n",
+        )
+        .await;
+    let (_airlock, url) = scratch.serve_http(&config).await;
+    let heard = Listener::default();
+    let client = heard
+        .clone()
+        .serve_with_lifecycle(
+            scratch.http_transport(&url),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let r = client
+        .call_tool(call("s__test_tool_with_logging", json!({})))
+        .await
+        .unwrap();
+    assert!(!r.is_error.unwrap_or(false), "{r:?}");
+    // The source's first log, 100 ms before its answer. (One sent just
+    // before the answer may come after the request's stream has closed,
+    // which a client without a session cannot be told anything on.)
+    let said = heard.0.lock().unwrap().join(" | ");
+    assert!(said.contains("Tool execution started"), "heard: {said}");
+    let _ = client.cancel().await;
 }

@@ -245,7 +245,7 @@ impl Clients {
     /// calling the source, or every client when none or several are.
     pub(crate) fn post_from(&self, index: usize, lane: Lane, note: Note) {
         if let Lane::Session(owner) = lane {
-            return self.post_to(&[owner], note);
+            return self.post_to(&[self.owner_of(index, owner)], note);
         }
         for outbox in self.outboxes_for(index) {
             outbox.post(note.clone());
@@ -262,6 +262,19 @@ impl Clients {
             .map(|(_, o)| o.clone())
             .chain(streams.values().cloned())
             .collect()
+    }
+
+    /// The session a notification on lane `key` of source `index` is for:
+    /// the session itself, or for a sessionless program's lane the one
+    /// request calling on it (none, or several: the key, which reaches
+    /// nobody).
+    fn owner_of(&self, index: usize, key: u64) -> SessionId {
+        let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        let calling = inflight
+            .values()
+            .filter(|(c, _)| c.source == index && c.lane == Some(key))
+            .map(|(c, _)| c.session);
+        notify_whom(calling).unwrap_or(key)
     }
 
     /// The sessions with calls in flight on source `source`'s shared connection.

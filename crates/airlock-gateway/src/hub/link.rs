@@ -108,14 +108,15 @@ impl Downstream for Link {
     /// older source may announce URIs under one subscribed).
     fn resource_updated(&self, source: &str, lane: Lane, params: ResourceUpdatedNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
-        if let Lane::Session(owner) = lane {
-            return hub.clients.post_to(&[owner], Note::ResourceUpdated(params));
+        let Some(index) = hub.sources.index_of(source) else {
+            return;
+        };
+        if let Lane::Session(_) = lane {
+            return hub
+                .clients
+                .post_from(index, lane, Note::ResourceUpdated(params));
         }
-        let holders = hub
-            .sources
-            .index_of(source)
-            .map(|i| hub.sources.get(i).subscribers(&params.uri))
-            .unwrap_or_default();
+        let holders = hub.sources.get(index).subscribers(&params.uri);
         match holders.is_empty() {
             true => hub.clients.post_all(Note::ResourceUpdated(params)),
             false => hub.clients.post_to(&holders, Note::ResourceUpdated(params)),
