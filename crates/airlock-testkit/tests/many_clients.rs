@@ -67,9 +67,16 @@ async fn connect(
     .expect("handshake with airlock")
 }
 
-/// Two clients call `tool` at once, each with its own message; each is
-/// asked only its own question and its call gets only its own answer.
-async fn each_answers_their_own(scratch: &Scratch, url: &str, tool: &str) {
+/// Ada and Grace, who answer only once both are asked, each connected
+/// to airlock at `url` as a client of their own.
+async fn two_people(
+    scratch: &Scratch,
+    url: &str,
+) -> (
+    Arc<Barrier>,
+    Vec<Person>,
+    Vec<RunningService<RoleClient, Person>>,
+) {
     let together = Arc::new(Barrier::new(2));
     let people: Vec<Person> = ["ada", "grace"]
         .into_iter()
@@ -83,6 +90,13 @@ async fn each_answers_their_own(scratch: &Scratch, url: &str, tool: &str) {
     for person in &people {
         clients.push(connect(scratch, url, person.clone()).await);
     }
+    (together, people, clients)
+}
+
+/// Two clients call `tool` at once, each with its own message; each is
+/// asked only its own question and its call gets only its own answer.
+async fn each_answers_their_own(scratch: &Scratch, url: &str, tool: &str) {
+    let (_, people, clients) = two_people(scratch, url).await;
     let ask = |i: usize| {
         clients[i].call_tool(call(
             tool,
@@ -149,19 +163,7 @@ async fn a_shared_stdio_source_refuses_what_it_cannot_tell_apart_and_says_how_to
         .reviewed_config("[sources.s]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\n")
         .await;
     let (_airlock, url) = scratch.serve_http(&config).await;
-    let together = Arc::new(Barrier::new(2));
-    let people: Vec<Person> = ["ada", "grace"]
-        .into_iter()
-        .map(|name| Person {
-            name,
-            together: together.clone(),
-            asked: Arc::default(),
-        })
-        .collect();
-    let mut clients = Vec::new();
-    for person in &people {
-        clients.push(connect(&scratch, &url, person.clone()).await);
-    }
+    let (together, people, clients) = two_people(&scratch, &url).await;
     // ada's call waits in its elicitation until grace's call is in flight too.
     let first = clients[0].call_tool(call("s__test_elicitation", json!({"message": "for ada"})));
     let second = async {
