@@ -323,6 +323,11 @@ impl Catalog {
         self.template_texts.get(i)
     }
 
+    /// The literal prefix of the `i`th template (up to its first `{`).
+    pub fn template_prefix(&self, i: usize) -> Option<&str> {
+        self.template_prefixes.get(i).map(|(p, _)| p.as_str())
+    }
+
     /// The listed items whose text governs `uri`, each with the name a
     /// client knows it by (its URI or URI template): the resource listed
     /// with exactly that URI; else the template written exactly so (a

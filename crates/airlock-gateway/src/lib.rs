@@ -25,6 +25,7 @@ mod review;
 mod seal;
 pub mod secrets;
 pub mod session;
+mod uri_spelling;
 mod versions;
 
 pub use hub::Hub;

@@ -428,6 +428,69 @@ async fn unreviewed_prompts_and_resources_that_look_poisoned_are_withheld() {
     }
 }
 
+/// A visible catch-all template does not open a withheld resource to
+/// another spelling of its URI that a lenient server takes for it: case,
+/// `%XX`, doubled or back slashes, dot segments, a fragment, a trailing
+/// slash; nor an item under a withheld template. Other URIs under the
+/// catch-all are still read.
+#[tokio::test]
+async fn a_withheld_resource_is_not_read_by_another_spelling_under_a_catch_all() {
+    let scratch = Scratch::new();
+    let description = scratch.dir.path().join("description.txt");
+    std::fs::write(&description, POISON).unwrap();
+    let config = scratch.config(&format!(
+        "[sources.h]\ncommand = \"{{hostile}}\"\nenv = {{ HOSTILE_DESCRIPTION_FILE = {:?}, HOSTILE_CATCH_ALL = \"1\" }}\n",
+        description.to_string_lossy()
+    ));
+    scratch.approve_commands(&config, &["h"]).await;
+    let mut raw = RawStdio::start_with_stderr(&scratch, &config, Stdio::null());
+    raw.handshake("2025-06-18").await;
+    let (templates, _) = ask(&mut raw, 1, "resources/templates/list", json!({})).await;
+    assert!(
+        templates.to_string().contains("hostile://{path}"),
+        "the catch-all is listed: {templates}"
+    );
+    let spellings = [
+        "hostile://Shifty",
+        "HOSTILE://SHIFTY",
+        "hostile://%73hifty",
+        "hostile://%53hifty",
+        "hostile:///shifty",
+        "hostile://./shifty",
+        "hostile://x/../shifty",
+        "hostile://shifty/",
+        "hostile://shifty#top",
+        "hostile:\\\\shifty",
+        "hostile://Shifty/7",
+        "hostile://%73hifty/7",
+        "hostile://x/../shifty//7",
+    ];
+    for (k, uri) in spellings.into_iter().enumerate() {
+        for (j, method) in ["resources/read", "resources/subscribe"]
+            .into_iter()
+            .enumerate()
+        {
+            let id = 10 + 2 * k as i64 + j as i64;
+            let (answer, _) = ask(&mut raw, id, method, json!({ "uri": uri })).await;
+            let text = answer.to_string();
+            assert!(!text.contains("shifty contents"), "{method} {uri}: {text}");
+            assert!(
+                answer["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("no source offers resource")),
+                "{method} {uri}: {text}"
+            );
+        }
+    }
+    for (id, uri) in [(90, "hostile://notes/a"), (91, "hostile://shiftyish")] {
+        let (answer, _) = ask(&mut raw, id, "resources/read", json!({ "uri": uri })).await;
+        assert_eq!(
+            answer["result"]["contents"][0]["uri"], uri,
+            "read under the catch-all: {answer}"
+        );
+    }
+}
+
 /// A tool nobody reviewed whose text addresses the model is not listed at
 /// all; a benign unreviewed one is, with the note that its calls ask.
 #[tokio::test]

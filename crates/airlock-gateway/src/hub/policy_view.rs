@@ -347,12 +347,43 @@ impl View {
     /// it comes under is something the client may see — with templates
     /// that routing cannot tell apart, all of them. A withheld item is as
     /// unknown as one never listed, whoever knows its URI.
+    /// The same holds for every spelling of a withheld item's URI that a
+    /// lenient server may take for it, even when a visible catch-all
+    /// template covers that spelling; a URI listed as it is written (a
+    /// resource, or a template named in a completion) is what the listing
+    /// shows, and is judged by that alone.
     pub fn resource_visible(&self, uri: &str) -> bool {
-        let governing = self.catalog.resource_texts_for(uri);
+        let catalog = &self.catalog;
+        let governing = catalog.resource_texts_for(uri);
+        let listed_as_written = catalog.resources.iter().any(|r| r.uri == uri)
+            || catalog
+                .resource_templates
+                .iter()
+                .any(|t| t.uri_template == uri);
         !governing.is_empty()
             && governing
                 .iter()
                 .all(|(name, text)| !matches!(self.shown_text(name, text), Shown::Withheld(_)))
+            && (listed_as_written || !self.spells_a_withheld_item(uri))
+    }
+
+    fn spells_a_withheld_item(&self, uri: &str) -> bool {
+        let uri = crate::uri_spelling::Folded::new(uri);
+        let catalog = &self.catalog;
+        let withheld = |name: &str, text| matches!(self.shown_text(name, text), Shown::Withheld(_));
+        let resources = catalog.resources.iter().enumerate().any(|(i, r)| {
+            uri.names(&r.uri)
+                && catalog
+                    .resource_text(i)
+                    .is_some_and(|text| withheld(&r.uri, text))
+        });
+        resources
+            || catalog.resource_templates.iter().enumerate().any(|(i, t)| {
+                catalog.template_prefix(i).is_some_and(|p| uri.is_under(p))
+                    && catalog
+                        .template_text(i)
+                        .is_some_and(|text| withheld(&t.uri_template, text))
+            })
     }
 
     /// The resources a client may see, by the same rule as prompts.
