@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "target" / "debug"
+# The workspace binaries: scripts/test says which build (debug or release).
+BIN = Path(os.environ.get("AIRLOCK_BIN_DIR", ROOT / "target" / "debug"))
 NODE = ROOT / ".tools" / "node_modules" / ".bin" / "node"
 SUITES = {
     "0.1.16": ROOT / ".tools" / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",

@@ -21,7 +21,8 @@ import mcp.types as types
 from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[1]
-AIRLOCK = Path(os.environ.get("AIRLOCK_BIN", ROOT / "target" / "debug" / "airlock"))
+# The workspace binaries: scripts/test says which build (debug or release).
+AIRLOCK = Path(os.environ.get("AIRLOCK_BIN_DIR", ROOT / "target" / "debug")) / "airlock"
 
 
 def defaults_of(schema: dict) -> dict:

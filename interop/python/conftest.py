@@ -11,7 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".tools"
-AIRLOCK = Path(os.environ.get("AIRLOCK_BIN", ROOT / "target" / "debug" / "airlock"))
+# The workspace binaries: scripts/test says which build (debug or release).
+BIN_DIR = Path(os.environ.get("AIRLOCK_BIN_DIR", ROOT / "target" / "debug"))
+AIRLOCK = BIN_DIR / "airlock"
 
 
 def _npm_bin(name: str) -> str:

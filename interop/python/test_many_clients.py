@@ -15,9 +15,9 @@ import pytest
 import mcp.types as types
 from mcp import Client
 
-from conftest import AIRLOCK, ROOT, _npm_bin, _serve_http, airlock_env, review
+from conftest import AIRLOCK, BIN_DIR, _npm_bin, _serve_http, airlock_env, review
 
-FIXTURE = Path(os.environ.get("AIRLOCK_FIXTURE_BIN", ROOT / "target" / "debug" / "airlock-fixture"))
+FIXTURE = BIN_DIR / "airlock-fixture"
 
 
 @pytest.fixture(scope="module")

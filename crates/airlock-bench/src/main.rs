@@ -13,6 +13,7 @@ mod messages;
 mod policy;
 mod scrub;
 mod sessions;
+mod startup;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -269,15 +270,35 @@ pub(crate) fn review(config: &Path, home: &Path) -> anyhow::Result<()> {
 }
 
 fn review_with(airlock: &Path, config: &Path, home: &Path) -> anyhow::Result<()> {
-    let status = std::process::Command::new(airlock)
+    let status = review_status(airlock, config, home)?;
+    anyhow::ensure!(status.success(), "airlock tools review failed");
+    Ok(())
+}
+
+/// The same for a config with a source meant not to start: the review
+/// pins the rest and exits 3.
+pub(crate) fn review_but_one(config: &Path, home: &Path) -> anyhow::Result<()> {
+    let status = review_status(&bin("airlock"), config, home)?;
+    anyhow::ensure!(
+        status.code() == Some(3),
+        "airlock tools review: {status}, expected 3 (a source did not start)"
+    );
+    Ok(())
+}
+
+fn review_status(
+    airlock: &Path,
+    config: &Path,
+    home: &Path,
+) -> anyhow::Result<std::process::ExitStatus> {
+    Ok(std::process::Command::new(airlock)
         .args(["tools", "review", "--approve-all", "--config"])
         .arg(config)
         .env("AIRLOCK_HOME", home)
         .env("AIRLOCK_NO_BROWSER", "1")
         .stdout(Stdio::null())
-        .status()?;
-    anyhow::ensure!(status.success(), "airlock tools review failed");
-    Ok(())
+        .stderr(Stdio::null())
+        .status()?)
 }
 
 fn airlock(home: &Path, args: &[&str]) -> Command {
@@ -387,6 +408,11 @@ async fn main() -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
+            "--only" if args[i + 1] == "startup" => {
+                let dir = tempfile::tempdir()?;
+                println!("{}", startup::render(&startup::run(dir.path(), 5).await?));
+                return Ok(());
+            }
             "--only" if args[i + 1] == "approvals" => {
                 let dir = tempfile::tempdir()?;
                 report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
@@ -397,7 +423,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals|keepalive|sessions"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals|keepalive|sessions|startup"
             ),
         }
         i += 2;
@@ -599,6 +625,9 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("start-to-ready with 10 sources");
     let (ready_direct, ready_hub) = start_to_ready(dir.path(), 10, 5).await?;
 
+    eprintln!("first start with one source hanging");
+    let first_start = startup::run(dir.path(), 5).await?;
+
     // CPU-bound measures before the approvals, whose thousand cancelled
     // calls keep the hub busy for a while after they are dropped.
     eprintln!("scrubbing");
@@ -619,6 +648,7 @@ async fn main() -> anyhow::Result<()> {
     report(&rows, &opts, ready_direct, ready_hub);
     report_keep_alive(&keep_alive);
     println!("{}", sessions::render(&per_session));
+    println!("{}", startup::render(&first_start));
     report_approvals(&approvals);
     report_scrub(&scrubbing);
     println!("\n{}", messages::render(&whole));

@@ -121,6 +121,28 @@ pub async fn sources_settled(hub: &airlock_gateway::Hub, limit: std::time::Durat
             }
         }
     }
+    second_attempts(hub, began + limit).await;
+}
+
+/// A source whose first attempt failed gets its second (the source retries
+/// after half a second) if that can end before `until`: a failure of the
+/// moment, such as a handshake that lost a race on a loaded machine, is
+/// not reported as the source's state.
+async fn second_attempts(hub: &airlock_gateway::Hub, until: std::time::Instant) {
+    let retries: Vec<_> = hub
+        .sources()
+        .iter()
+        .filter(|s| matches!(s.state(), airlock_upstream::SourceState::Failed { .. }))
+        .map(|s| s.next_attempt())
+        .collect();
+    let left = until.saturating_duration_since(std::time::Instant::now());
+    // The sources retry on their own, all at once; this waits for each.
+    let retried = async {
+        for retry in retries {
+            retry.await;
+        }
+    };
+    let _ = tokio::time::timeout(left, retried).await;
 }
 
 #[cfg(test)]

@@ -195,7 +195,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
                 "Nothing to review from the sources that started, but {n} did not start (above): review again once they do."
             ),
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(unreviewed_sources(&failed));
     }
     let reviewer = reviewer();
     let mut approved = 0;
@@ -276,7 +276,17 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         }
     }
     println!("{approved} of {} pinned.", pending.len());
-    Ok(ExitCode::SUCCESS)
+    Ok(unreviewed_sources(&failed))
+}
+
+/// Exit 3 when a source did not start, so its items could not be shown:
+/// a script that reviews and goes on learns that it is not done.
+fn unreviewed_sources(failed: &[String]) -> ExitCode {
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    }
 }
 
 /// Sources first: the exact command each stdio source runs, and the origin

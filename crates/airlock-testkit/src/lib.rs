@@ -74,10 +74,16 @@ impl Scratch {
     /// has a person's review pin every tool's contract (what a user does
     /// once with `airlock tools review`), so calls run.
     pub async fn reviewed_config(&self, body: &str) -> PathBuf {
+        self.reviewed_config_with_failing(body, &[]).await
+    }
+
+    /// The same for a config in which exactly the sources `failing` cannot
+    /// start (see [`Scratch::review_with_failing`]).
+    pub async fn reviewed_config_with_failing(&self, body: &str, failing: &[&str]) -> PathBuf {
         let config = self.config(&format!(
             "{body}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"
         ));
-        self.review(&config).await;
+        self.review_with_failing(&config, failing).await;
         config
     }
 
@@ -94,9 +100,12 @@ impl Scratch {
             .output()
             .await
             .expect("run airlock tools review");
+        // Exit 3: a source did not start (some of these tests are about
+        // sources that cannot); its command is approved all the same.
         assert!(
-            out.status.success(),
-            "{}",
+            out.status.success() || out.status.code() == Some(3),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
     }
@@ -111,8 +120,16 @@ impl Scratch {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// `airlock tools review --approve-all` for `config`.
+    /// `airlock tools review --approve-all` for `config`; every source must
+    /// start, so that everything is reviewed (a source that did not is
+    /// named in the failure, with why).
     pub async fn review(&self, config: &Path) {
+        self.review_with_failing(config, &[]).await;
+    }
+
+    /// The same, where exactly the sources `failing` cannot start: the
+    /// review pins the rest and exits 3, naming each of them.
+    pub async fn review_with_failing(&self, config: &Path, failing: &[&str]) {
         let out = self
             .airlock(&[
                 "tools",
@@ -124,12 +141,21 @@ impl Scratch {
             .output()
             .await
             .expect("run airlock tools review");
-        assert!(
-            out.status.success(),
-            "review failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let said = || format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        let not_started: Vec<&str> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("warning: source "))
+            .filter_map(|l| l.split(':').next())
+            .collect();
+        assert_eq!(
+            not_started,
+            failing,
+            "sources that did not start: {}",
+            said()
         );
+        let expected = if failing.is_empty() { 0 } else { 3 };
+        assert_eq!(out.status.code(), Some(expected), "review: {}", said());
     }
 
     /// The id of the first pending approval, once one appears (as a person

@@ -234,7 +234,7 @@ async fn garbage_oversized_and_lying_answers_end_the_call_with_an_error() {
 async fn a_failing_source_does_not_block_the_others() {
     let scratch = Scratch::new();
     let config = scratch
-        .reviewed_config(
+        .reviewed_config_with_failing(
             r#"
 [sources.demo]
 command = "{airlock}"
@@ -247,6 +247,7 @@ env = { FIXTURE_CRASH_ON_START = "1" }
 [sources.missing]
 command = "/nonexistent/airlock-test-program"
 "#,
+            &["broken", "missing"],
         )
         .await;
     let client = scratch.stdio_client(&config, Client::default()).await;
@@ -461,7 +462,10 @@ async fn a_hanging_source_does_not_hold_up_the_first_answer() {
     let sources = "[sources.fixture]\ncommand = \"{fixture}\"\n\n[sources.slow]\ncommand = \"sleep\"\nargs = [\"600\"]\n";
     // The review waits for the slow source only briefly; the hub, a minute.
     scratch
-        .reviewed_config(&format!("[hub]\nconnect_timeout = \"2s\"\n\n{sources}"))
+        .reviewed_config_with_failing(
+            &format!("[hub]\nconnect_timeout = \"2s\"\n\n{sources}"),
+            &["slow"],
+        )
         .await;
     let config = scratch.config(&format!(
         "[hub]\nconnect_timeout = \"60s\"\n\n{sources}\n[[rules]]\naction = \"allow\"\nsource = \"*\"\n"

@@ -356,9 +356,10 @@ async fn unreviewed_command_never_runs_and_a_changed_one_asks_again() {
 async fn program_outside_the_allow_list_never_runs() {
     let scratch = Scratch::new();
     let config = scratch
-        .reviewed_config(&format!(
-            "[hub]\nallowed_programs = [\"npx\"]\nconnect_timeout = \"5s\"\n{FIXTURE}"
-        ))
+        .reviewed_config_with_failing(
+            &format!("[hub]\nallowed_programs = [\"npx\"]\nconnect_timeout = \"5s\"\n{FIXTURE}"),
+            &["fixture"],
+        )
         .await;
     let report = scratch.doctor(&config).await;
     assert!(report.contains("not in hub.allowed_programs"), "{report}");

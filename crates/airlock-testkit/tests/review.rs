@@ -220,3 +220,33 @@ async fn a_failed_handshake_is_told_without_type_names() {
         assert!(!line.contains(leaked), "`{leaked}` in {line}");
     }
 }
+
+/// A source that fails its first start and comes up on its second (a
+/// failure of the moment, as on a loaded machine) is reviewed like any
+/// other: the review waits for that second attempt rather than reporting
+/// the source as down and leaving its tools unreviewed.
+#[tokio::test]
+async fn a_source_that_fails_once_is_reviewed_on_its_second_attempt() {
+    let scratch = Scratch::new();
+    let mark = scratch.dir.path().join("crashed-once");
+    let config = scratch
+        .reviewed_config(&format!(
+            "[sources.fixture]\ncommand = \"{{fixture}}\"\nenv = {{ FIXTURE_CRASH_ONCE = {:?} }}\n",
+            mark.to_string_lossy()
+        ))
+        .await;
+    assert!(mark.exists(), "the first start crashed");
+    let listed = scratch
+        .airlock(&[
+            "tools",
+            "review",
+            "--list",
+            "--config",
+            &config.to_string_lossy(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains("Nothing to do"), "{text}");
+}

@@ -127,6 +127,23 @@ impl Source {
         r.unwrap_or(SourceState::Stopped { last_failure: None })
     }
 
+    /// What ends with the attempt after the current state: the first state
+    /// set after this call that is not `Starting`. Watched from the call
+    /// on, so an attempt that ends before the future is polled counts.
+    pub fn next_attempt(&self) -> impl Future<Output = SourceState> + Send + 'static {
+        let mut rx = self.state.subscribe();
+        async move {
+            if rx.changed().await.is_err() {
+                return SourceState::Stopped { last_failure: None };
+            }
+            let r = rx
+                .wait_for(|s| !matches!(s, SourceState::Starting))
+                .await
+                .map(|s| s.clone());
+            r.unwrap_or(SourceState::Stopped { last_failure: None })
+        }
+    }
+
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.snapshot
             .read()

@@ -34,9 +34,15 @@ pub use sources::Sources;
 use crate::catalog::Catalog;
 use crate::secrets::HubSecrets;
 
-/// How long a client's requests wait for sources on their first attempt;
-/// the rest arrive with `list_changed`.
+/// How long a client's first requests wait, at most, for sources on their
+/// first attempt; the rest arrive with `list_changed`.
 pub const FIRST_CONTACT: Duration = Duration::from_secs(5);
+
+/// Within that, the wait ends early once the sources still starting look
+/// stuck: when the hub has been up this long, and
+const FIRST_CONTACT_AT_LEAST: Duration = Duration::from_secs(2);
+/// this many times as long as the last source that got ready took.
+const FIRST_CONTACT_SLOWER_THAN_THE_REST: u32 = 3;
 
 pub struct Hub {
     pub(crate) sources: Sources,
@@ -49,14 +55,38 @@ pub struct Hub {
     /// Run with no config file: the built-in demo, whose only source is
     /// airlock itself.
     builtin: bool,
-    /// When the hub started, and whether every source has had its first
-    /// attempt since (see [`Hub::first_contact`]).
-    started: std::time::Instant,
-    first_attempts_done: std::sync::atomic::AtomicBool,
+    /// Whether the wait of a client's first requests is over (see
+    /// [`Hub::first_contact`]).
+    first_contact: tokio::sync::watch::Sender<bool>,
     /// A hub that serves clients records its sources' states; one started
     /// by `doctor` or `tools review` to look at them does not.
     serving: bool,
     shutdown: CancellationToken,
+}
+
+/// Ends the first-contact wait: once every source has had its first
+/// attempt; or [`FIRST_CONTACT`] after the start; or once the sources still
+/// starting have taken [`FIRST_CONTACT_SLOWER_THAN_THE_REST`] times as long
+/// as the last one that got ready, and at least [`FIRST_CONTACT_AT_LEAST`]
+/// (nine quick sources and one that hangs: the first answer comes after
+/// two seconds, not five).
+async fn first_contact(sources: Vec<Arc<Source>>, over: tokio::sync::watch::Sender<bool>) {
+    use futures::StreamExt;
+    let start = tokio::time::Instant::now();
+    let deadline = start + FIRST_CONTACT;
+    let mut pending: futures::stream::FuturesUnordered<_> = sources
+        .into_iter()
+        .map(|s| async move { s.settled().await })
+        .collect();
+    let mut until = deadline;
+    // Each source that gets ready (or fails) moves the end; the wait is
+    // over when none is left or the end passes.
+    while let Ok(Some(_)) = tokio::time::timeout_at(until, pending.next()).await {
+        let patience =
+            (start.elapsed() * FIRST_CONTACT_SLOWER_THAN_THE_REST).max(FIRST_CONTACT_AT_LEAST);
+        until = deadline.min(start + patience);
+    }
+    over.send_replace(true);
 }
 
 /// The principal approvals belong to: `AIRLOCK_PRINCIPAL`, else the OS user.
@@ -120,14 +150,17 @@ impl Hub {
                 settings: config.hub,
                 builtin: config.origin.is_none(),
                 serving,
-                started: std::time::Instant::now(),
-                first_attempts_done: Default::default(),
+                first_contact: tokio::sync::watch::Sender::new(false),
                 shutdown,
             }
         });
         for source in hub.sources.all() {
             tokio::spawn(source.clone().run());
         }
+        tokio::spawn(first_contact(
+            hub.sources.all().to_vec(),
+            hub.first_contact.clone(),
+        ));
         hub
     }
 
@@ -221,19 +254,13 @@ impl Hub {
     }
 
     /// What a client's requests wait for while the hub is new: the first
-    /// attempt of every source, until [`FIRST_CONTACT`] after the hub
-    /// started, so quick sources are there in the first answer and a
-    /// hanging one holds nothing up. After that, nothing waits again (a
-    /// source still starting, or restarting later, fails its calls at once).
+    /// attempt of every source, so quick sources are there in the first
+    /// answer, but a hanging one holds it up only briefly (see
+    /// [`first_contact`]). After that, nothing waits again (a source still
+    /// starting, or restarting later, fails its calls at once).
     pub async fn first_contact(&self) {
-        use std::sync::atomic::Ordering;
-        if self.first_attempts_done.load(Ordering::Relaxed) {
-            return;
-        }
-        let left = FIRST_CONTACT.saturating_sub(self.started.elapsed());
-        let all = futures::future::join_all(self.sources.all().iter().map(|s| s.settled()));
-        let _ = tokio::time::timeout(left, all).await;
-        self.first_attempts_done.store(true, Ordering::Relaxed);
+        let mut over = self.first_contact.subscribe();
+        let _ = over.wait_for(|over| *over).await;
     }
 
     /// Stops every source (their processes end) and makes the store durable.

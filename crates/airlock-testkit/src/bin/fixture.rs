@@ -5,7 +5,8 @@
 //! It speaks raw JSON-RPC (no SDK) precisely so it can break the protocol.
 //! Tools: echo, slow, hang, crash, garbage, oversized, lie, elicit,
 //! progress, log, change, env, calls (what it has been asked to run). `FIXTURE_CRASH_ON_START=1` exits before the
-//! handshake; `FIXTURE_IGNORE_EOF=1` keeps running after stdin closes;
+//! handshake; `FIXTURE_CRASH_ONCE=PATH` does so only if PATH does not
+//! exist yet, creating it (a failure of the moment); `FIXTURE_IGNORE_EOF=1` keeps running after stdin closes;
 //! `FIXTURE_LOG=PATH` appends what `calls` lists to a file, a line each, so
 //! a test can read what it heard after the process is gone.
 
@@ -70,6 +71,12 @@ fn text_result(id: &Value, text: &str) -> Value {
 fn main() {
     if std::env::var_os("FIXTURE_CRASH_ON_START").is_some() {
         eprintln!("fixture: crashing on start as asked");
+        std::process::exit(7);
+    }
+    if let Some(mark) = std::env::var_os("FIXTURE_CRASH_ONCE")
+        && std::fs::File::create_new(&mark).is_ok()
+    {
+        eprintln!("fixture: crashing on this first start as asked");
         std::process::exit(7);
     }
     // Lines from stdin arrive on a channel so a tool waiting for the
