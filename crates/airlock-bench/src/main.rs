@@ -123,8 +123,12 @@ struct Route {
 /// falls on all of them alike.
 const ROUNDS: usize = 10;
 
-/// Latency (sequential, interleaved across the group) and throughput of
-/// every route in `group`.
+/// The same for throughput: the calls at each concurrency, in this many
+/// slices per path.
+const THROUGHPUT_ROUNDS: usize = 4;
+
+/// Latency and throughput (both interleaved across the group) of every
+/// route in `group`.
 async fn measure(group: &[Route], opts: &Options) -> anyhow::Result<Vec<Row>> {
     for r in group {
         for i in 0..opts.warmup {
@@ -144,28 +148,40 @@ async fn measure(group: &[Route], opts: &Options) -> anyhow::Result<Vec<Row>> {
             }
         }
     }
-    let mut rows = Vec::new();
-    for (r, mut lat) in group.iter().zip(lat) {
-        lat.sort();
-        let mut throughput = Vec::new();
-        for concurrency in [1usize, 16, 64] {
-            let per_task = (opts.concurrent_calls / concurrency).max(1);
-            let started = Instant::now();
-            let tasks = (0..concurrency).map(|_| {
-                let client = r.client.clone();
-                let tool = r.tool;
-                tokio::spawn(async move {
-                    for i in 0..per_task {
-                        client.call_tool(exposed_echo_call(tool, i)).await?;
-                    }
-                    anyhow::Ok(())
-                })
-            });
-            for t in futures::future::join_all(tasks).await {
-                t??;
+    // Throughput in rounds too: each round gives every path of the group
+    // a slice of the calls in turn, and each path's rate is its calls over
+    // the time its own slices took.
+    let mut spent = vec![[Duration::ZERO; 3]; group.len()];
+    let mut made = vec![[0usize; 3]; group.len()];
+    for _ in 0..THROUGHPUT_ROUNDS {
+        for (k, r) in group.iter().enumerate() {
+            for (c, concurrency) in [1usize, 16, 64].into_iter().enumerate() {
+                let per_task = (opts.concurrent_calls / THROUGHPUT_ROUNDS / concurrency).max(1);
+                let started = Instant::now();
+                let tasks = (0..concurrency).map(|_| {
+                    let client = r.client.clone();
+                    let tool = r.tool;
+                    tokio::spawn(async move {
+                        for i in 0..per_task {
+                            client.call_tool(exposed_echo_call(tool, i)).await?;
+                        }
+                        anyhow::Ok(())
+                    })
+                });
+                for t in futures::future::join_all(tasks).await {
+                    t??;
+                }
+                spent[k][c] += started.elapsed();
+                made[k][c] += per_task * concurrency;
             }
-            throughput.push((per_task * concurrency) as f64 / started.elapsed().as_secs_f64());
         }
+    }
+    let mut rows = Vec::new();
+    for (k, (r, mut lat)) in group.iter().zip(lat).enumerate() {
+        lat.sort();
+        let throughput = (0..3)
+            .map(|c| made[k][c] as f64 / spent[k][c].as_secs_f64())
+            .collect();
         rows.push(Row {
             name: r.name.to_string(),
             p50_us: percentile(&lat, 0.5),
@@ -662,7 +678,7 @@ fn report(rows: &[Row], opts: &Options, ready_direct: f64, ready_hub: f64) {
     let mut base = &rows[0];
     println!("### Latency and throughput\n");
     println!(
-        "{} sequential calls per path after {} warm-up calls, in {ROUNDS} rounds in which the paths of a group (stdio, HTTP) take turns, so that the machine's other load falls on all of them alike; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session.\n",
+        "{} sequential calls per path after {} warm-up calls, in {ROUNDS} rounds in which the paths of a group (stdio, HTTP) take turns, so that the machine's other load falls on all of them alike; throughput is {} calls spread over 1, 16 and 64 concurrent callers on one session, taken the same way in {THROUGHPUT_ROUNDS} rounds.\n",
         opts.calls, opts.warmup, opts.concurrent_calls
     );
     println!(
