@@ -132,8 +132,7 @@ async fn second_attempts(hub: &airlock_gateway::Hub, until: std::time::Instant) 
     let retries: Vec<_> = hub
         .sources()
         .iter()
-        .filter(|s| matches!(s.state(), airlock_upstream::SourceState::Failed { .. }))
-        .map(|s| s.next_attempt())
+        .filter_map(|s| s.after_failure())
         .collect();
     let left = until.saturating_duration_since(std::time::Instant::now());
     // The sources retry on their own, all at once; this waits for each.

@@ -80,6 +80,10 @@ pub struct Catalog {
     resource_routes: HashMap<String, Option<usize>>,
     /// (literal prefix of a URI template, source index).
     template_prefixes: Vec<(String, usize)>,
+    /// Each resource's URI and each template's prefix as spellings are
+    /// compared (see `uri_spelling`), in the order of the lists.
+    folded_uris: Vec<String>,
+    folded_prefixes: Vec<String>,
     /// The upstream tool's definition and contract digest, by exposed name.
     contracts: HashMap<String, ToolContract>,
     /// The text of each prompt, by exposed name; of each resource and
@@ -257,6 +261,8 @@ impl Catalog {
                 .and_modify(|e| *e = None)
                 .or_insert(Some(index));
             self.resources.push(r);
+            self.folded_uris
+                .push(crate::uri_spelling::listed(&resource.uri, false));
             self.resource_texts.push(Text::of(
                 index,
                 format!("resource:{}", resource.uri),
@@ -274,6 +280,8 @@ impl Catalog {
                 .next()
                 .unwrap_or("")
                 .to_string();
+            self.folded_prefixes
+                .push(crate::uri_spelling::listed(&prefix, true));
             self.template_prefixes.push((prefix, index));
             self.resource_templates.push(t);
             self.template_texts.push(Text::of(
@@ -323,9 +331,15 @@ impl Catalog {
         self.template_texts.get(i)
     }
 
-    /// The literal prefix of the `i`th template (up to its first `{`).
-    pub fn template_prefix(&self, i: usize) -> Option<&str> {
-        self.template_prefixes.get(i).map(|(p, _)| p.as_str())
+    /// The `i`th resource's URI, folded as spellings are compared.
+    pub(crate) fn folded_uri(&self, i: usize) -> Option<&str> {
+        self.folded_uris.get(i).map(String::as_str)
+    }
+
+    /// The literal prefix of the `i`th template (up to its first `{`),
+    /// folded as spellings are compared.
+    pub(crate) fn folded_prefix(&self, i: usize) -> Option<&str> {
+        self.folded_prefixes.get(i).map(String::as_str)
     }
 
     /// The listed items whose text governs `uri`, each with the name a

@@ -122,12 +122,14 @@ impl Session {
         }
     }
 
-    fn resource_source(&self, uri: &str) -> Result<usize, ErrorData> {
+    /// Where a read, subscribe or listen of `uri` goes, or, when
+    /// `completing`, a completion of the template written `uri`.
+    fn resource_source(&self, uri: &str, completing: bool) -> Result<usize, ErrorData> {
         let view = self.hub.view();
         let route = match view.catalog.resource(uri) {
             // A resource withheld from the list is as unknown as one never
             // listed: its contents are not served either.
-            UriRoute::Source(_) if !view.resource_visible(uri) => UriRoute::Unknown,
+            UriRoute::Source(_) if !view.resource_visible(uri, completing) => UriRoute::Unknown,
             route => route,
         };
         Self::routed(uri, route)
@@ -428,7 +430,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.hub.first_contact().await;
-        let source = self.resource_source(&request.uri)?;
+        let source = self.resource_source(&request.uri, false)?;
         request.meta = None;
         let state = request.request_state.take();
         let answers = request.input_responses.take();
@@ -469,7 +471,7 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.remember(&context);
-        let source = self.resource_source(&request.uri)?;
+        let source = self.resource_source(&request.uri, false)?;
         self.subscription(source, self.lane(&context), &request.uri, true)
             .await
     }
@@ -482,7 +484,7 @@ impl ServerHandler for Session {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = requested.clone();
         if let Some(uris) = accepted.resource_subscriptions.as_mut() {
-            uris.retain(|uri| self.resource_source(uri).is_ok());
+            uris.retain(|uri| self.resource_source(uri, false).is_ok());
         }
         Some(accepted)
     }
@@ -499,7 +501,7 @@ impl ServerHandler for Session {
             .clone()
             .unwrap_or_default();
         for uri in uris {
-            if let Ok(source) = self.resource_source(&uri) {
+            if let Ok(source) = self.resource_source(&uri, false) {
                 let timeout = self.hub.sources.call_timeout(source);
                 let upstream = self.hub.sources.get(source);
                 // On the shared connection: a stream is no client session.
@@ -535,7 +537,7 @@ impl ServerHandler for Session {
                 p.name = upstream;
                 source
             }
-            Reference::Resource(r) => self.resource_source(&r.uri)?,
+            Reference::Resource(r) => self.resource_source(&r.uri, true)?,
             _ => {
                 return Err(ErrorData::invalid_params(
                     "airlock: unsupported completion reference",

@@ -9,32 +9,85 @@
 //! more than a given server does can only refuse a read that server would
 //! have served from elsewhere: the safe side.
 
-use std::borrow::Cow;
+/// The ways a server may read one URI, each folded: what is compared with
+/// a withheld item's folded URI. A server may resolve `..` before or after
+/// it decodes `%2F`, so both orders are tried, and a URI is taken to name
+/// an item if any of its readings does.
+pub(crate) fn readings(uri: &str) -> [String; 2] {
+    let bare = strip_whitespace(uri);
+    // Resolve first (on the text as written), then decode; and decode
+    // first, then resolve.
+    let resolved_then_decoded = fold(&decode(&resolve(cut(&bare))));
+    let decoded_then_resolved = fold(&decode(&bare));
+    [resolved_then_decoded, decoded_then_resolved]
+}
 
-/// `uri` with every spelling difference above folded away. For a template's
-/// literal prefix, `prefix` keeps a trailing slash (it separates the
-/// prefix from what the template fills in).
-pub(crate) fn fold(uri: &str, prefix: bool) -> String {
-    let decoded: Cow<str> = percent_encoding::percent_decode_str(uri).decode_utf8_lossy();
-    let lower = decoded.to_lowercase().replace('\\', "/");
-    // A fragment never reaches a server's lookup; an empty query adds
-    // nothing.
-    let lower = match lower.find('#') {
-        Some(i) => &lower[..i],
-        None => &lower[..],
-    };
-    let lower = lower.strip_suffix('?').unwrap_or(lower);
-    let (scheme, rest) = match lower.find(':') {
-        Some(i)
-            if lower[..i]
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
-        {
-            (&lower[..=i], &lower[i + 1..])
+/// A listed item's URI, or a template's literal prefix, folded the same
+/// way; `prefix` keeps a trailing boundary (a prefix ends where the
+/// template fills in, so `.`, `#` or `?` there are literal).
+pub(crate) fn listed(uri: &str, prefix: bool) -> String {
+    let decoded = decode(&strip_whitespace(uri));
+    if prefix {
+        fold_case(&collapse(&decoded.replace('\\', "/")))
+    } else {
+        fold(&decoded)
+    }
+}
+
+/// Tabs and line breaks anywhere, and blanks and controls at the ends,
+/// are dropped by URL parsers.
+fn strip_whitespace(uri: &str) -> String {
+    uri.trim_matches(|c: char| c.is_control() || c == ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect()
+}
+
+/// `%XX` decoded until nothing changes (a double encoding is read twice by
+/// some servers).
+fn decode(uri: &str) -> String {
+    let mut text = uri.to_string();
+    for _ in 0..4 {
+        let next = percent_encoding::percent_decode_str(&text)
+            .decode_utf8_lossy()
+            .into_owned();
+        if next == text {
+            break;
         }
-        _ => ("", lower),
-    };
-    // Every run of slashes as one, then the dot segments resolved.
+        text = next;
+    }
+    text
+}
+
+/// A fragment or a query never names another item for a server that reads
+/// only the path: both dropped.
+fn cut(uri: &str) -> &str {
+    match uri.find(['#', '?']) {
+        Some(i) => &uri[..i],
+        None => uri,
+    }
+}
+
+/// Case folded as case-insensitive lookups do (`ſ` and `K` (Kelvin) fold
+/// to `s` and `k` through their upper case).
+fn fold_case(text: &str) -> String {
+    text.to_uppercase().to_lowercase()
+}
+
+/// Runs of `/` as one.
+fn collapse(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The text's path with `.` and `..` resolved and runs of `/` as one.
+fn resolve(uri: &str) -> String {
+    let (scheme, rest) = split_scheme(uri);
     let mut segments: Vec<&str> = Vec::new();
     for part in rest.split('/') {
         match part {
@@ -45,47 +98,64 @@ pub(crate) fn fold(uri: &str, prefix: bool) -> String {
             other => segments.push(other),
         }
     }
-    let mut out = String::with_capacity(lower.len());
+    let mut out = String::with_capacity(uri.len());
     out.push_str(scheme);
     if rest.starts_with('/') {
         out.push('/');
     }
     out.push_str(&segments.join("/"));
-    if prefix && rest.ends_with('/') && !segments.is_empty() {
-        out.push('/');
-    }
     out
 }
 
-/// A URI folded once, to be compared with many listed ones.
-pub(crate) struct Folded(String);
+fn split_scheme(uri: &str) -> (&str, &str) {
+    match uri.find(':') {
+        Some(i)
+            if uri[..i]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) =>
+        {
+            (&uri[..=i], &uri[i + 1..])
+        }
+        _ => ("", uri),
+    }
+}
+
+/// Case folded, `\` as `/`, fragment and query dropped, dot segments
+/// resolved, runs of `/` as one and a trailing slash dropped.
+fn fold(uri: &str) -> String {
+    let text = fold_case(uri).replace('\\', "/");
+    resolve(cut(&text)).trim_end_matches('/').to_string()
+}
+
+/// A URI read every way a server may read it, to be compared with many
+/// listed ones.
+pub(crate) struct Folded([String; 2]);
 
 impl Folded {
     pub(crate) fn new(uri: &str) -> Folded {
-        Folded(fold(uri, false))
+        Folded(readings(uri))
     }
 
-    /// Whether this names the resource listed as `listed`, however either
-    /// is spelled.
-    pub(crate) fn names(&self, listed: &str) -> bool {
-        self.0 == fold(listed, false)
+    /// Whether a reading of this names the item whose URI, folded by
+    /// [`listed`], is `listed_uri`.
+    pub(crate) fn names(&self, listed_uri: &str) -> bool {
+        self.0.iter().any(|r| r == listed_uri)
     }
 
-    /// Whether this falls under a template whose literal prefix is
-    /// `prefix`, however either is spelled.
+    /// Whether a reading of this falls under a template whose literal
+    /// prefix, folded by [`listed`], is `prefix`.
     pub(crate) fn is_under(&self, prefix: &str) -> bool {
-        let prefix = fold(prefix, true);
         // A prefix of the scheme alone (or none) covers everything: that
         // template is a catch-all, not a place an item lives in.
         if prefix.trim_end_matches('/').ends_with(':') || prefix.is_empty() {
             return false;
         }
-        match prefix.strip_suffix('/') {
+        self.0.iter().any(|r| match prefix.strip_suffix('/') {
             // `x/` covers `x/…`, and `x` itself once a trailing slash is
             // folded away.
-            Some(dir) => self.0 == dir || self.0.starts_with(&prefix),
-            None => self.0.starts_with(&prefix),
-        }
+            Some(dir) => r == dir || r.starts_with(prefix),
+            None => r.starts_with(prefix),
+        })
     }
 }
 
@@ -109,9 +179,16 @@ mod tests {
             "hostile://shifty?",
             "hostile:\\\\shifty",
             "hostile://shifty/.",
+            "hostile://x%23/../shifty",
+            "hostile://a%2Fb/../shifty",
+            "hostile://shi\tfty",
+            " hostile://shifty\n",
+            "hostile://ſhifty",
+            "hostile://shifty?x",
+            "hostile://%2573hifty",
         ] {
             assert!(
-                Folded::new(spelling).names("hostile://shifty"),
+                Folded::new(spelling).names(&listed("hostile://shifty", false)),
                 "{spelling}"
             );
         }
@@ -123,11 +200,13 @@ mod tests {
             "hostile://shifty2",
             "hostile://shiftyx/y",
             "hostile://shifty/7",
-            "hostile://shifty?page=2",
             "other://shifty",
             "hostile://",
         ] {
-            assert!(!Folded::new(other).names("hostile://shifty"), "{other}");
+            assert!(
+                !Folded::new(other).names(&listed("hostile://shifty", false)),
+                "{other}"
+            );
         }
     }
 
@@ -139,17 +218,23 @@ mod tests {
             "hostile://%73hifty/7",
             "hostile://a/../shifty//7",
             "hostile:///shifty/7",
+            "hostile://x%2F../shifty/7",
         ] {
             assert!(
-                Folded::new(spelling).is_under("hostile://shifty/"),
+                Folded::new(spelling).is_under(&listed("hostile://shifty/", true)),
                 "{spelling}"
             );
         }
-        assert!(!Folded::new("hostile://shiftyx/7").is_under("hostile://shifty/"));
-        assert!(!Folded::new("hostile://other/7").is_under("hostile://shifty/"));
+        assert!(!Folded::new("hostile://shiftyx/7").is_under(&listed("hostile://shifty/", true)));
+        assert!(!Folded::new("hostile://other/7").is_under(&listed("hostile://shifty/", true)));
         // A prefix of the scheme alone is a catch-all: it withholds
         // nothing by itself here (routing refuses what it governs).
-        assert!(!Folded::new("hostile://x").is_under("hostile://"));
-        assert!(!Folded::new("hostile://x").is_under(""));
+        assert!(!Folded::new("hostile://x").is_under(&listed("hostile://", true)));
+        assert!(!Folded::new("hostile://x").is_under(&listed("", true)));
+        // A prefix ending in `.` or `#` keeps it: only what comes after is
+        // under it.
+        assert!(Folded::new("file:///srv/.env").is_under(&listed("file:///srv/.", true)));
+        assert!(!Folded::new("file:///srvdata/x").is_under(&listed("file:///srv/.", true)));
+        assert!(!Folded::new("doc://pages/x").is_under(&listed("doc://page#", true)));
     }
 }

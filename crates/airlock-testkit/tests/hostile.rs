@@ -464,6 +464,14 @@ async fn a_withheld_resource_is_not_read_by_another_spelling_under_a_catch_all()
         "hostile://Shifty/7",
         "hostile://%73hifty/7",
         "hostile://x/../shifty//7",
+        "hostile://x%23/../shifty",
+        "hostile://a%2Fb/../shifty",
+        "hostile://ſhifty",
+        "hostile://%2573hifty",
+        "hostile://shi\tfty",
+        "hostile://shifty?x",
+        // A template's own text, read as a URI, is under the withheld one.
+        "hostile://shifty/{id}/meta",
     ];
     for (k, uri) in spellings.into_iter().enumerate() {
         for (j, method) in ["resources/read", "resources/subscribe"]

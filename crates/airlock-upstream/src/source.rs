@@ -127,12 +127,16 @@ impl Source {
         r.unwrap_or(SourceState::Stopped { last_failure: None })
     }
 
-    /// What ends with the attempt after the current state: the first state
-    /// set after this call that is not `Starting`. Watched from the call
-    /// on, so an attempt that ends before the future is polled counts.
-    pub fn next_attempt(&self) -> impl Future<Output = SourceState> + Send + 'static {
+    /// If the source is down after a failed attempt, what ends with its
+    /// next attempt: the next state that is not `Starting`. The state is
+    /// read and watched at once, so an attempt that ends before the future
+    /// is polled still counts.
+    pub fn after_failure(&self) -> Option<impl Future<Output = SourceState> + Send + 'static> {
         let mut rx = self.state.subscribe();
-        async move {
+        if !matches!(*rx.borrow_and_update(), SourceState::Failed { .. }) {
+            return None;
+        }
+        Some(async move {
             if rx.changed().await.is_err() {
                 return SourceState::Stopped { last_failure: None };
             }
@@ -141,7 +145,7 @@ impl Source {
                 .await
                 .map(|s| s.clone());
             r.unwrap_or(SourceState::Stopped { last_failure: None })
-        }
+        })
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {

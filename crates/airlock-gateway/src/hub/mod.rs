@@ -69,10 +69,14 @@ pub struct Hub {
 /// starting have taken [`FIRST_CONTACT_SLOWER_THAN_THE_REST`] times as long
 /// as the last one that got ready, and at least [`FIRST_CONTACT_AT_LEAST`]
 /// (nine quick sources and one that hangs: the first answer comes after
-/// two seconds, not five).
-async fn first_contact(sources: Vec<Arc<Source>>, over: tokio::sync::watch::Sender<bool>) {
+/// two seconds, not five). A source that failed is no measure of how long
+/// the rest take: only one that got ready moves the end.
+async fn first_contact(
+    sources: Vec<Arc<Source>>,
+    start: tokio::time::Instant,
+    over: tokio::sync::watch::Sender<bool>,
+) {
     use futures::StreamExt;
-    let start = tokio::time::Instant::now();
     let deadline = start + FIRST_CONTACT;
     let mut pending: futures::stream::FuturesUnordered<_> = sources
         .into_iter()
@@ -81,7 +85,10 @@ async fn first_contact(sources: Vec<Arc<Source>>, over: tokio::sync::watch::Send
     let mut until = deadline;
     // Each source that gets ready (or fails) moves the end; the wait is
     // over when none is left or the end passes.
-    while let Ok(Some(_)) = tokio::time::timeout_at(until, pending.next()).await {
+    while let Ok(Some(state)) = tokio::time::timeout_at(until, pending.next()).await {
+        if !matches!(state, airlock_upstream::SourceState::Ready) {
+            continue;
+        }
         let patience =
             (start.elapsed() * FIRST_CONTACT_SLOWER_THAN_THE_REST).max(FIRST_CONTACT_AT_LEAST);
         until = deadline.min(start + patience);
@@ -119,6 +126,7 @@ impl Hub {
         serving: bool,
     ) -> Arc<Hub> {
         let shutdown = CancellationToken::new();
+        let started = tokio::time::Instant::now();
         let hub = Arc::new_cyclic(|weak: &Weak<Hub>| {
             let link: Arc<dyn Downstream> = Arc::new(link::Link(weak.clone()));
             let sources = config
@@ -159,6 +167,7 @@ impl Hub {
         }
         tokio::spawn(first_contact(
             hub.sources.all().to_vec(),
+            started,
             hub.first_contact.clone(),
         ));
         hub

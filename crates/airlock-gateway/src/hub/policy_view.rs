@@ -349,17 +349,19 @@ impl View {
     /// unknown as one never listed, whoever knows its URI.
     /// The same holds for every spelling of a withheld item's URI that a
     /// lenient server may take for it, even when a visible catch-all
-    /// template covers that spelling; a URI listed as it is written (a
-    /// resource, or a template named in a completion) is what the listing
-    /// shows, and is judged by that alone.
-    pub fn resource_visible(&self, uri: &str) -> bool {
+    /// template covers that spelling. A URI listed as it is written (a
+    /// resource, or, when `completing`, the template a completion names)
+    /// is what the listing shows, and is judged by that alone; a read of a
+    /// template's own text is a URI like any other.
+    pub fn resource_visible(&self, uri: &str, completing: bool) -> bool {
         let catalog = &self.catalog;
         let governing = catalog.resource_texts_for(uri);
         let listed_as_written = catalog.resources.iter().any(|r| r.uri == uri)
-            || catalog
-                .resource_templates
-                .iter()
-                .any(|t| t.uri_template == uri);
+            || (completing
+                && catalog
+                    .resource_templates
+                    .iter()
+                    .any(|t| t.uri_template == uri));
         !governing.is_empty()
             && governing
                 .iter()
@@ -372,14 +374,14 @@ impl View {
         let catalog = &self.catalog;
         let withheld = |name: &str, text| matches!(self.shown_text(name, text), Shown::Withheld(_));
         let resources = catalog.resources.iter().enumerate().any(|(i, r)| {
-            uri.names(&r.uri)
+            catalog.folded_uri(i).is_some_and(|f| uri.names(f))
                 && catalog
                     .resource_text(i)
                     .is_some_and(|text| withheld(&r.uri, text))
         });
         resources
             || catalog.resource_templates.iter().enumerate().any(|(i, t)| {
-                catalog.template_prefix(i).is_some_and(|p| uri.is_under(p))
+                catalog.folded_prefix(i).is_some_and(|p| uri.is_under(p))
                     && catalog
                         .template_text(i)
                         .is_some_and(|text| withheld(&t.uri_template, text))
