@@ -83,7 +83,7 @@ async fn first_contact(
         .map(|s| async move { s.settled().await })
         .collect();
     let mut until = deadline;
-    // Each source that gets ready (or fails) moves the end; the wait is
+    // Each source that gets ready moves the end; the wait is
     // over when none is left or the end passes.
     while let Ok(Some(state)) = tokio::time::timeout_at(until, pending.next()).await {
         if !matches!(state, airlock_upstream::SourceState::Ready) {
