@@ -141,7 +141,7 @@ def airlock_env(hub_dir) -> dict:
     env = dict(os.environ)
     env["AIRLOCK_HOME"] = str(hub_dir["home"])
     env["AIRLOCK_NO_BROWSER"] = "1"  # print the approval page's link
-    env["AIRLOCK_LOG"] = "warn,rmcp=error"
+    env["AIRLOCK_LOG"] = os.environ.get("TEST_AIRLOCK_LOG", "warn,rmcp=error")
     return env
 
 

@@ -73,7 +73,10 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
             reporting.settled(connect_timeout).await;
             report_sources(&reporting);
         });
-        match face {
+        // However the face ends (a client that left mid-answer ends it with
+        // an error), the hub stops in order: calls whose client left tell
+        // their sources, then the sources stop, then the store is flushed.
+        let served = match face {
             Some((token, face)) => {
                 eprintln!(
                     "airlock: serving Streamable HTTP at http://{}/mcp with {origin}; {sources} source(s) starting; data in {}\n\
@@ -83,11 +86,12 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
                     crate::token::path(&data_dir).display()
                 );
                 let token = Arc::new(crate::token::TokenFile::new(&data_dir, token));
-                face.serve(hub.clone(), token).await?;
+                face.serve(hub.clone(), token).await.map_err(anyhow::Error::from)
             }
-            None => stdio::serve(hub.clone()).await?,
-        }
+            None => stdio::serve(hub.clone()).await,
+        };
         hub.stop().await;
+        served?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -126,8 +126,14 @@ impl Connection {
             let _ = tokio::time::timeout(Duration::from_secs(2), ended).await;
         }
         if let Some(mut child) = self.child.take() {
-            let _ = child.start_kill();
-            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            // Its stdin has ended: a well-behaved server handles what it
+            // was sent last (a cancellation, say) and exits. One that does
+            // not is stopped.
+            let exited = tokio::time::timeout(Duration::from_millis(500), child.wait()).await;
+            if exited.is_err() {
+                let _ = child.start_kill();
+                let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            }
         }
     }
 }

@@ -63,6 +63,10 @@ pub struct Source {
     subscribing: Arc<tokio::sync::Mutex<()>>,
     /// Client sessions' own connections (`sessions = "per-client"`).
     lanes: Lanes,
+    /// The cancellations of calls dropped unfinished, on their way to the
+    /// source: waited for before the source is stopped (see
+    /// [`Source::cancellations_sent`]).
+    farewells: tokio_util::task::TaskTracker,
     me: Weak<Source>,
 }
 
@@ -97,6 +101,7 @@ impl Source {
             subscribed: Arc::default(),
             subscribing: Arc::default(),
             lanes: Lanes::default(),
+            farewells: tokio_util::task::TaskTracker::new(),
             me: me.clone(),
         })
     }
@@ -146,6 +151,14 @@ impl Source {
                 .map(|s| s.clone());
             r.unwrap_or(SourceState::Stopped { last_failure: None })
         })
+    }
+
+    /// Waits (at most `limit`) until every cancellation of a call dropped
+    /// unfinished has been handed to the source: a hub that stops because
+    /// its client left tells the source first, then stops it.
+    pub async fn cancellations_sent(&self, limit: Duration) {
+        self.farewells.close();
+        let _ = tokio::time::timeout(limit, self.farewells.wait()).await;
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
@@ -530,6 +543,7 @@ impl Source {
             handle: Some(handle),
             source: self.name.clone(),
             secrets: self.secrets.clone(),
+            farewells: self.farewells.clone(),
             finished: false,
         })
     }
@@ -867,6 +881,7 @@ pub struct PendingCall {
     handle: Option<RequestHandle<RoleClient>>,
     source: Arc<str>,
     secrets: Arc<dyn Secrets>,
+    farewells: tokio_util::task::TaskTracker,
     finished: bool,
 }
 
@@ -914,17 +929,21 @@ impl Drop for PendingCall {
         }
         let peer = self.peer.clone();
         let id = self.id.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.farewells.spawn(async move {
                 let params = CancelledNotificationParam::new(
                     Some(id),
                     Some("the client cancelled the call".into()),
                 );
-                let _ = peer
+                let sent = peer
                     .send_notification(ClientNotification::CancelledNotification(
                         CancelledNotification::new(params),
                     ))
                     .await;
+                tracing::debug!(
+                    ok = sent.is_ok(),
+                    "told the source a dropped call is cancelled"
+                );
             });
         }
     }

@@ -301,6 +301,14 @@ impl Clients {
         }
     }
 
+    /// How many calls are waiting on a source.
+    pub(crate) fn calls_in_flight(&self) -> usize {
+        self.inflight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     /// Marks a call as in flight; the returned guard removes it when dropped.
     pub(crate) fn begin(self: &Arc<Self>, call: InFlight) -> InFlightGuard {
         let id = self.new_id();

@@ -274,6 +274,20 @@ impl Hub {
 
     /// Stops every source (their processes end) and makes the store durable.
     pub async fn stop(&self) {
+        // Calls whose client left end first (each tells its source it is
+        // cancelled), then the sources stop.
+        let calls_ended = async {
+            while self.clients.calls_in_flight() > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), calls_ended).await;
+        let told = self
+            .sources
+            .all()
+            .iter()
+            .map(|s| s.cancellations_sent(Duration::from_secs(1)));
+        futures::future::join_all(told).await;
         self.shutdown.cancel();
         let all = futures::future::join_all(self.sources.all().iter().map(|s| s.stopped()));
         let _ = tokio::time::timeout(Duration::from_secs(5), all).await;

@@ -91,14 +91,15 @@ fn main() {
                 break;
             }
         }
-        // A well-behaved server exits when its client goes away; with
-        // FIXTURE_IGNORE_EOF it lingers, as a badly behaved one would.
+        // A well-behaved server exits when its client goes away, once it
+        // has handled what the client sent before leaving (the channel
+        // closes and the loop below ends); with FIXTURE_IGNORE_EOF it
+        // lingers, as a badly behaved one would.
         if std::env::var_os("FIXTURE_IGNORE_EOF").is_some() {
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
-        std::process::exit(0);
     });
     let mut out = std::io::stdout().lock();
     let mut extra = false;
