@@ -2,7 +2,7 @@
 //! catalog built from what they offer (swapped whole when one changes), and
 //! the catalog's copy in the store.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use airlock_store::{CatalogKind, Store};
@@ -15,6 +15,10 @@ pub struct Sources {
     /// Each source's call timeout, by index.
     timeouts: Vec<Duration>,
     catalog: RwLock<Arc<Catalog>>,
+    /// Held from reading the snapshots to swapping the catalog built from
+    /// them: two sources rebuilding at once must not let the one that read
+    /// first swap in last, dropping what the other just listed.
+    rebuilding: Mutex<()>,
     store: Arc<dyn Store>,
 }
 
@@ -28,6 +32,7 @@ impl Sources {
             list,
             timeouts,
             catalog: RwLock::new(Arc::new(Catalog::default())),
+            rebuilding: Mutex::new(()),
             store,
         }
     }
@@ -61,6 +66,7 @@ impl Sources {
     /// Source `changed` listed new items: build the catalog again from
     /// every source's snapshot, swap it in, and save what `changed` offers.
     pub(crate) fn rebuild_catalog(&self, changed: &str) {
+        let _one_at_a_time = self.rebuilding.lock().unwrap_or_else(|p| p.into_inner());
         let offers: Vec<Offer<'_>> = self
             .list
             .iter()
