@@ -477,21 +477,31 @@ impl ServerHandler for Session {
     }
 
     /// A 2026-07-28 client's stream takes the list changes it asks for and
-    /// the resources it may read; any other resource is left out.
+    /// the resources it may read from a source that offers subscriptions;
+    /// any other resource is left out of what is acknowledged.
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         let mut accepted = requested.clone();
         if let Some(uris) = accepted.resource_subscriptions.as_mut() {
-            uris.retain(|uri| self.resource_source(uri, false).is_ok());
+            uris.retain(|uri| {
+                self.resource_source(uri, false).is_ok_and(|source| {
+                    let caps = &self.hub.sources.get(source).snapshot().capabilities;
+                    caps.resources
+                        .as_ref()
+                        .is_some_and(|r| r.subscribe == Some(true))
+                })
+            });
         }
         Some(accepted)
     }
 
     /// The stream lives as a session of its own until the client ends it:
     /// its resources are subscribed to at their sources under that session,
-    /// and released with it.
+    /// and released with it. A subscription its source refuses ends the
+    /// stream with that error: the client was told the stream holds it, so
+    /// the stream does not go on without it.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let id = self.hub.clients.new_id();
         self.hub.clients.register_stream(id, context.sink().clone());
@@ -500,19 +510,33 @@ impl ServerHandler for Session {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        for uri in uris {
-            if let Ok(source) = self.resource_source(&uri, false) {
+        let subscribed = async {
+            for uri in uris {
+                let source = self.resource_source(&uri, false)?;
                 let timeout = self.hub.sources.call_timeout(source);
                 let upstream = self.hub.sources.get(source);
                 // On the shared connection: a stream is no client session.
-                if let Err(e) = upstream.subscribe(id, None, &uri, true, timeout).await {
-                    tracing::warn!(%uri, error = %e, "a listen stream's resource could not be subscribed to");
-                }
+                upstream
+                    .subscribe(id, None, &uri, true, timeout)
+                    .await
+                    .map_err(|e| {
+                        ErrorData::internal_error(
+                            format!("airlock: the subscription to `{uri}` was not made, so this stream ends: {e}"),
+                            None,
+                        )
+                    })?;
             }
-        }
-        context.cancelled().await;
+            Ok(())
+        };
+        let ended = match subscribed.await {
+            Ok(()) => {
+                context.cancelled().await;
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         self.hub.forget_session(id);
-        Ok(())
+        ended
     }
 
     async fn unsubscribe(

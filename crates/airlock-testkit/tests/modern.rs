@@ -50,8 +50,13 @@ impl ClientHandler for Person {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        self.asked.lock().unwrap().push(message);
-        let answer = self.answers.lock().unwrap().remove(0);
+        self.asked.lock().unwrap().push(message.clone());
+        let mut answers = self.answers.lock().unwrap();
+        assert!(
+            !answers.is_empty(),
+            "asked when no question was expected: {message}"
+        );
+        let answer = answers.remove(0);
         // Under both names the fixture's questions use.
         Ok(ElicitResult::new(ElicitationAction::Accept)
             .with_content(json!({ "answer": answer, "context": answer })))
@@ -500,6 +505,53 @@ async fn a_2026_client_listens_for_changes_and_updates() {
         other => panic!("expected the list change, got {other:?}"),
     }
     client.cancel().await.unwrap();
+}
+
+/// A 2026-07-28 client is never told a stream holds a resource it does
+/// not: one from a source that offers no subscriptions is left out of the
+/// acknowledgement, and one its source refuses ends the stream with the
+/// source's refusal.
+#[tokio::test]
+async fn a_listen_stream_holds_only_the_subscriptions_its_sources_made() {
+    use rmcp::model::SubscriptionFilter;
+    const URI: &str = "hostile://t/1";
+    for mode in ["none", "refuse"] {
+        let scratch = Scratch::new();
+        let config = scratch
+            .reviewed_config(&format!(
+                "[sources.h]\ncommand = \"{{hostile}}\"\nenv = {{ HOSTILE_SUBSCRIBE = \"{mode}\" }}\n"
+            ))
+            .await;
+        let (_hub, url) = scratch.serve_http(&config).await;
+        let client = modern_client(&scratch, &url).await;
+        listed(&client, "h__len").await;
+        let filter = SubscriptionFilter::builder()
+            .resource_subscriptions([URI])
+            .build();
+        let stream = client.peer().listen(filter).await;
+        match mode {
+            "none" => {
+                let stream = stream.unwrap();
+                let held = stream.acknowledged().resource_subscriptions.clone();
+                assert!(held.as_ref().is_none_or(Vec::is_empty), "{mode}: {held:?}");
+            }
+            _ => {
+                let mut stream = stream.unwrap();
+                let held = stream.acknowledged().resource_subscriptions.clone();
+                assert_eq!(held.as_deref(), Some(&[URI.to_string()][..]));
+                let wait = std::time::Duration::from_secs(10);
+                let end = tokio::time::timeout(wait, stream.next())
+                    .await
+                    .expect("the stream ends in time");
+                let said = format!("{end:?}");
+                assert!(
+                    said.contains("was not made, so this stream ends"),
+                    "{mode}: {said}"
+                );
+            }
+        }
+        client.cancel().await.unwrap();
+    }
 }
 
 async fn next(stream: &mut rmcp::service::Subscription) -> rmcp::model::ServerNotification {

@@ -74,12 +74,22 @@ impl Subscribed {
         released
     }
 
-    /// The sessions subscribed to `uri`.
+    /// The sessions an update of `uri` is for: those subscribed to it;
+    /// failing that, those subscribed to a URI it lies under (`file:///d`
+    /// holds `file:///d/a`: a source may announce what changed inside what
+    /// was subscribed); failing that, nobody.
     pub(crate) fn holders(&self, uri: &str) -> Vec<u64> {
         let uris = self.uris.lock().unwrap_or_else(|p| p.into_inner());
-        uris.get(uri)
-            .map(|h| h.iter().copied().collect())
-            .unwrap_or_default()
+        if let Some(exact) = uris.get(uri) {
+            return exact.iter().copied().collect();
+        }
+        let mut inside: BTreeSet<u64> = BTreeSet::new();
+        for (held, sessions) in uris.iter() {
+            if lies_under(uri, held) {
+                inside.extend(sessions);
+            }
+        }
+        inside.into_iter().collect()
     }
 
     fn change(&self, edit: impl FnOnce(&mut BTreeMap<String, BTreeSet<u64>>)) {
@@ -212,5 +222,46 @@ impl Listener {
             }
             _ => {}
         }
+    }
+}
+
+/// Whether `uri` names something inside `held`: `held` followed by a path,
+/// query or fragment boundary (`file:///d` holds `file:///d/a`, not
+/// `file:///dd`).
+fn lies_under(uri: &str, held: &str) -> bool {
+    match uri.strip_prefix(held) {
+        Some(rest) if held.ends_with('/') => !rest.is_empty(),
+        Some(rest) => rest.starts_with(['/', '?', '#']),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_goes_to_the_holders_of_its_uri_or_of_one_it_lies_under() {
+        let subscribed = Subscribed::default();
+        subscribed.set(1, "file:///d", true);
+        subscribed.set(2, "file:///d/a", true);
+        subscribed.set(3, "file:///dd", true);
+        subscribed.set(4, "note://x/", true);
+        assert_eq!(
+            subscribed.holders("file:///d/a"),
+            [2],
+            "exact holders first"
+        );
+        assert_eq!(subscribed.holders("file:///d/b"), [1]);
+        assert_eq!(subscribed.holders("file:///d?v=2"), [1]);
+        assert_eq!(subscribed.holders("file:///ddd"), Vec::<u64>::new());
+        assert_eq!(subscribed.holders("note://x/y"), [4]);
+        assert_eq!(
+            subscribed.holders("other://z"),
+            Vec::<u64>::new(),
+            "an update nobody subscribed to goes to nobody"
+        );
+        subscribed.set(1, "file:///d", false);
+        assert_eq!(subscribed.holders("file:///d/b"), Vec::<u64>::new());
     }
 }

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 
 use super::Hub;
 use super::clients::{Route, RouteError};
+use crate::catalog::UriRoute;
 use crate::outbox::Note;
 use crate::parked::{InputNeeded, client_supports};
 
@@ -103,24 +104,38 @@ impl Downstream for Link {
         hub.clients.post_from(index, lane, Note::Log(params));
     }
 
-    /// To the owner of the connection it came on; to the sessions
-    /// subscribed to the URI; to every client when none is known to be (an
-    /// older source may announce URIs under one subscribed).
+    /// To the owner of the connection it came on, or to the sessions
+    /// subscribed to the URI (or to one it lies under); to nobody else. An
+    /// update for a resource withheld from clients goes to nobody.
     fn resource_updated(&self, source: &str, lane: Lane, params: ResourceUpdatedNotificationParam) {
         let Some(hub) = self.0.upgrade() else { return };
         let Some(index) = hub.sources.index_of(source) else {
             return;
         };
+        let view = hub.view();
+        if matches!(view.catalog.resource(&params.uri), UriRoute::Source(_))
+            && !view.resource_visible(&params.uri, false)
+        {
+            tracing::debug!(
+                source,
+                "dropped an update of a resource withheld from clients"
+            );
+            return;
+        }
         if let Lane::Session(_) = lane {
             return hub
                 .clients
                 .post_from(index, lane, Note::ResourceUpdated(params));
         }
         let holders = hub.sources.get(index).subscribers(&params.uri);
-        match holders.is_empty() {
-            true => hub.clients.post_all(Note::ResourceUpdated(params)),
-            false => hub.clients.post_to(&holders, Note::ResourceUpdated(params)),
+        if holders.is_empty() {
+            tracing::debug!(
+                source,
+                "dropped an update of a resource no client subscribed to"
+            );
+            return;
         }
+        hub.clients.post_to(&holders, Note::ResourceUpdated(params));
     }
 
     fn catalog_changed(&self, source: &str) {
