@@ -4,24 +4,26 @@
 #![allow(deprecated)] // logging and subscriptions are SEP-2577-deprecated, still relayed
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use airlock_common::now_ms;
+use airlock_upstream::PendingCall;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientRequest, CompleteRequest,
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, Reference,
-    ServerCapabilities, ServerConfig, ServerResult, SetLevelRequest, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams,
+    ReadResourceResponse, Reference, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequest, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::UriRoute;
-use crate::hub::{Hub, RunKey, SessionId};
+use crate::hub::{Asks, Hub, InFlight, InFlightGuard, RunKey, SessionId};
 use crate::input::{self, Asker, Exchange, Step};
 use crate::pipeline::{self, ToolCall};
 use crate::versions;
@@ -189,6 +191,41 @@ impl Session {
 
     /// The key of this client's own connections to per-client sources:
     /// its session's id, or for a client without one the program it names.
+    /// Sends a prompt or read to source `source`, tracked as in flight
+    /// from this client until the returned guard is dropped: a request the
+    /// source makes while answering it reaches this client, and only it.
+    async fn start_read(
+        &self,
+        context: &RequestContext<RoleServer>,
+        source: usize,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<(InFlightGuard, PendingCall), ErrorData> {
+        let lane = self.lane(context);
+        let capabilities = context.client_capabilities();
+        let in_flight = self.hub.clients.begin(InFlight {
+            source,
+            session: self.id,
+            lane: lane.map(|(key, _)| key),
+            peer: context.peer.clone(),
+            capabilities: capabilities.clone(),
+            asks: match is_modern(context) {
+                true => Asks::Nobody,
+                false => Asks::Client,
+            },
+            progress: None,
+        });
+        let pending = self
+            .hub
+            .sources
+            .get(source)
+            .start_request(lane, request, capabilities.as_ref(), timeout)
+            .await
+            .map_err(|e| self.upstream_error(source, e))?;
+        in_flight.sent(&pending);
+        Ok((in_flight, pending))
+    }
+
     fn lane(&self, context: &RequestContext<RoleServer>) -> Option<(u64, bool)> {
         self.lane_of(self.run_key(context).as_ref())
     }
@@ -380,13 +417,14 @@ impl ServerHandler for Session {
             digest,
         );
         let timeout = ex.timeout;
-        let upstream = self.hub.sources.get(source);
-        let lane = self.lane(&context);
+        let context = &context;
         let step = input::exchange(ex, state, answers, |state, answers| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
+            let r = ClientRequest::GetPromptRequest(GetPromptRequest::new(r));
             Box::pin(async move {
-                match upstream.get_prompt(lane, r, timeout).await {
+                let (_in_flight, pending) = self.start_read(context, source, r, timeout).await?;
+                match pending.finish_prompt().await {
                     Ok(GetPromptResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
                     Ok(done) => Ok(Step::Done(done)),
                     Err(e) => Err(self.upstream_error(source, e)),
@@ -440,13 +478,15 @@ impl ServerHandler for Session {
         let what = format!("resource {}", request.uri);
         let ex = self.exchange(&context, caps.as_ref(), source, what, String::new());
         let timeout = ex.timeout;
-        let upstream = self.hub.sources.get(source);
-        let lane = self.lane(&context);
+        let context_ref = &context;
         let step = input::exchange(ex, state, answers, |state, answers| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
+            let r = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(r));
             Box::pin(async move {
-                match upstream.read_resource(lane, r, timeout).await {
+                let (_in_flight, pending) =
+                    self.start_read(context_ref, source, r, timeout).await?;
+                match pending.finish_read().await {
                     Ok(ReadResourceResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
                     Ok(done) => Ok(Step::Done(done)),
                     Err(e) => Err(self.upstream_error(source, e)),
@@ -459,6 +499,7 @@ impl ServerHandler for Session {
             Step::Asked(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
         };
         // What a resource holds is the source's words, quoted like results.
+        let upstream = self.hub.sources.get(source);
         if upstream.config.quote_output {
             crate::quote::resource(upstream.name(), &mut read);
         }

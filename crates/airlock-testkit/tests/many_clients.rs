@@ -10,7 +10,7 @@ use std::time::Duration;
 use airlock_testkit::{Scratch, call, first_text, free_addr, wait_for_port};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    Implementation,
+    GetPromptRequestParams, Implementation,
 };
 use rmcp::service::{RequestContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ClientServiceExt, ServiceExt};
@@ -93,19 +93,42 @@ async fn two_people(
     (together, people, clients)
 }
 
-/// Two clients call `tool` at once, each with its own message; each is
-/// asked only its own question and its call gets only its own answer.
-async fn each_answers_their_own(scratch: &Scratch, url: &str, tool: &str) {
+/// What `client` is given for `what` (a tool, or `prompt:NAME`) asked
+/// with `message`: the result's text, or the prompt's first message's.
+async fn ask_through(
+    client: &RunningService<RoleClient, Person>,
+    what: &str,
+    message: String,
+) -> String {
+    let args = json!({ "message": message });
+    match what.strip_prefix("prompt:") {
+        Some(prompt) => {
+            let mut params = GetPromptRequestParams::new(prompt);
+            params.arguments = args.as_object().cloned();
+            let got = client.get_prompt(params).await.unwrap();
+            serde_json::to_value(&got.messages[0].content).unwrap()["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        }
+        None => first_text(&client.call_tool(call(what, args)).await.unwrap()),
+    }
+}
+
+/// Two clients ask for `what` (a tool, or `prompt:NAME`) at once, each with
+/// its own message; each is asked only its own question and gets only its
+/// own answer.
+async fn each_answers_their_own(scratch: &Scratch, url: &str, what: &str) {
     let (_, people, clients) = two_people(scratch, url).await;
     let ask = |i: usize| {
-        clients[i].call_tool(call(
-            tool,
-            json!({ "message": format!("a question for {}", people[i].name) }),
-        ))
+        ask_through(
+            &clients[i],
+            what,
+            format!("a question for {}", people[i].name),
+        )
     };
     let (first, second) = tokio::join!(ask(0), ask(1));
-    for (result, person) in [first, second].into_iter().zip(&people) {
-        let text = first_text(&result.unwrap());
+    for (text, person) in [first, second].into_iter().zip(&people) {
         assert!(
             text.contains(&format!("\"username\":\"{}\"", person.name)),
             "{} got: {text}",
@@ -152,6 +175,39 @@ async fn two_clients_of_one_http_source_each_answer_only_their_own_question() {
         .await;
     let (_airlock, url) = scratch.serve_http(&config).await;
     each_answers_their_own(&scratch, &url, "h__test_elicitation").await;
+    // A prompt that asks while it is fetched, as a call does.
+    each_answers_their_own(&scratch, &url, "prompt:h__test_prompt_with_elicitation").await;
+}
+
+/// A request a shared stdio source makes while it answers a client's
+/// prompt goes to that client, with another client connected: the prompt
+/// is in flight like a call.
+#[tokio::test]
+async fn a_prompt_that_asks_reaches_the_client_fetching_it() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config("[sources.s]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\n")
+        .await;
+    let (_airlock, url) = scratch.serve_http(&config).await;
+    let (together, people, clients) = two_people(&scratch, &url).await;
+    let fetched = ask_through(
+        &clients[1],
+        "prompt:s__test_prompt_with_elicitation",
+        "for grace".into(),
+    );
+    let (text, _) = tokio::join!(fetched, async {
+        while people[1].asked.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Let grace's person answer without waiting for ada's.
+        together.wait().await;
+    });
+    assert!(text.contains("grace"), "{text}");
+    assert_eq!(*people[1].asked.lock().unwrap(), ["for grace"]);
+    assert!(
+        people[0].asked.lock().unwrap().is_empty(),
+        "ada was asked grace's question"
+    );
 }
 
 /// Where the source cannot say and the sessions share its process, the

@@ -724,3 +724,25 @@ async fn a_missing_client_capability_passes_through_with_its_code() {
     assert!(first_text(&ok).contains("declared sampling"), "{ok:?}");
     sampler.cancel().await.unwrap();
 }
+
+/// An older source that asks while a 2026-07-28 client's prompt is being
+/// fetched gets a refusal that says why; the request reaches no other
+/// client.
+#[tokio::test]
+async fn an_older_sources_question_during_a_2026_clients_prompt_is_refused_with_the_reason() {
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config("[sources.old]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\n")
+        .await;
+    let (_hub, url) = scratch.serve_http(&config).await;
+    let client = modern_client(&scratch, &url).await;
+    listed(&client, "old__test_simple_text").await;
+    let mut params = rmcp::model::GetPromptRequestParams::new("old__test_prompt_with_elicitation");
+    params.arguments = json!({"message": "anyone?"}).as_object().cloned();
+    let refused = client.get_prompt(params).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("cannot be asked in the middle of one"),
+        "{refused}"
+    );
+    client.cancel().await.unwrap();
+}

@@ -10,10 +10,9 @@ use airlock_config::{Sessions, SourceConfig};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
-    GetPromptRequestParams, GetPromptResponse, ProgressToken, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, RequestId, RequestMetaObject,
-    ServerCapabilities, ServerResult, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    GetPromptResponse, ProgressToken, ProtocolVersion, ReadResourceResponse, RequestId,
+    RequestMetaObject, ServerCapabilities, ServerResult, SubscribeRequest, SubscribeRequestParams,
+    UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient, ServiceError};
 use tokio::sync::{Notify, watch};
@@ -513,6 +512,22 @@ impl Source {
         client: Option<&ClientCapabilities>,
         timeout: Duration,
     ) -> Result<PendingCall, UpstreamError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        self.start_request(own, request, client, timeout).await
+    }
+
+    /// A `tools/call`, `prompts/get` or `resources/read` sent, its answer
+    /// still to come: its id on the connection it went on is known, so a
+    /// request the source makes while answering it can be told apart from
+    /// those of other clients' requests. (A read is never answered from a
+    /// cache here: what a client may keep, it is told by the hints.)
+    pub async fn start_request(
+        &self,
+        own: Option<(u64, bool)>,
+        request: ClientRequest,
+        client: Option<&ClientCapabilities>,
+        timeout: Duration,
+    ) -> Result<PendingCall, UpstreamError> {
         let via = self.peer_for(own).await?;
         let peer = via.peer.clone();
         let mut options = PeerRequestOptions::no_options();
@@ -529,7 +544,6 @@ impl Source {
             meta.set_client_capabilities(carried);
             options.meta = Some(meta);
         }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
             .send_request_with_option(request, options)
             .await
@@ -546,45 +560,6 @@ impl Source {
             farewells: self.farewells.clone(),
             finished: false,
         })
-    }
-
-    pub async fn read_resource(
-        &self,
-        client: Option<(u64, bool)>,
-        params: ReadResourceRequestParams,
-        timeout: Duration,
-    ) -> Result<ReadResourceResponse, UpstreamError> {
-        let Via { peer, _lease, .. } = self.peer_for(client).await?;
-        Ok(
-            match self
-                .bounded(timeout, peer.read_resource_once(params))
-                .await?
-            {
-                ReadResourceResponse::Complete(r) => ReadResourceResponse::Complete(self.clean(r)?),
-                ReadResourceResponse::InputRequired(r) => {
-                    ReadResourceResponse::InputRequired(self.clean(r)?)
-                }
-                _ => return Err(self.unknown_answer()),
-            },
-        )
-    }
-
-    pub async fn get_prompt(
-        &self,
-        client: Option<(u64, bool)>,
-        params: GetPromptRequestParams,
-        timeout: Duration,
-    ) -> Result<GetPromptResponse, UpstreamError> {
-        let Via { peer, _lease, .. } = self.peer_for(client).await?;
-        Ok(
-            match self.bounded(timeout, peer.get_prompt_once(params)).await? {
-                GetPromptResponse::Complete(r) => GetPromptResponse::Complete(self.clean(r)?),
-                GetPromptResponse::InputRequired(r) => {
-                    GetPromptResponse::InputRequired(self.clean(r)?)
-                }
-                _ => return Err(self.unknown_answer()),
-            },
-        )
     }
 
     /// Any other request (completion, logging level), relayed whole.
@@ -720,15 +695,6 @@ impl Source {
     /// The client sessions subscribed to `uri` on this source.
     pub fn subscribers(&self, uri: &str) -> Vec<u64> {
         self.subscribed.holders(uri)
-    }
-
-    /// An answer of a kind this build does not know, so cannot scrub: withheld.
-    fn unknown_answer(&self) -> UpstreamError {
-        UpstreamError::Other {
-            src: self.name.to_string(),
-            detail: "it answered with a kind of result airlock does not know, so it was withheld"
-                .into(),
-        }
     }
 
     /// A result from the source with every secret scrubbed (see `clean`).
@@ -891,34 +857,67 @@ impl PendingCall {
         &self.id
     }
 
-    pub async fn finish(mut self) -> Result<CallToolResponse, UpstreamError> {
+    /// The answer to a `tools/call`.
+    pub async fn finish(self) -> Result<CallToolResponse, UpstreamError> {
+        let source = self.source.clone();
+        match self.answer().await? {
+            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(not_the_answer(&source, "tools/call", "a tool result")),
+        }
+    }
+
+    /// The answer to a `resources/read`.
+    pub async fn finish_read(self) -> Result<ReadResourceResponse, UpstreamError> {
+        let source = self.source.clone();
+        match self.answer().await? {
+            ServerResult::ReadResourceResult(r) => Ok(ReadResourceResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(ReadResourceResponse::InputRequired(r)),
+            _ => Err(not_the_answer(
+                &source,
+                "resources/read",
+                "a resource's contents",
+            )),
+        }
+    }
+
+    /// The answer to a `prompts/get`.
+    pub async fn finish_prompt(self) -> Result<GetPromptResponse, UpstreamError> {
+        let source = self.source.clone();
+        match self.answer().await? {
+            ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(GetPromptResponse::InputRequired(r)),
+            _ => Err(not_the_answer(&source, "prompts/get", "a prompt")),
+        }
+    }
+
+    /// The answer, scrubbed on arrival.
+    async fn answer(mut self) -> Result<ServerResult, UpstreamError> {
         let Some(handle) = self.handle.take() else {
             return Err(UpstreamError::Other {
                 src: self.source.to_string(),
-                detail: "the call was already finished".into(),
+                detail: "the request was already finished".into(),
             });
         };
         // On timeout rmcp itself sends notifications/cancelled upstream.
         let result = handle.await_response().await;
         self.finished = true;
         let secrets = self.secrets.as_ref();
-        let result = match result {
+        match result {
             Ok(r) => cleaned(secrets, r).map_err(|detail| UpstreamError::Other {
                 src: self.source.to_string(),
                 detail,
             }),
             Err(e) => Err(classify(&self.source, secrets, e)),
-        };
-        match result {
-            Ok(ServerResult::CallToolResult(r)) => Ok(CallToolResponse::Complete(r)),
-            Ok(ServerResult::InputRequiredResult(r)) => Ok(CallToolResponse::InputRequired(r)),
-            Ok(ServerResult::CreateTaskResult(r)) => Ok(CallToolResponse::Task(r)),
-            Ok(_) => Err(UpstreamError::Other {
-                src: self.source.to_string(),
-                detail: "it answered tools/call with a result that is not a tool result".into(),
-            }),
-            Err(e) => Err(e),
         }
+    }
+}
+
+fn not_the_answer(source: &str, method: &str, kind: &str) -> UpstreamError {
+    UpstreamError::Other {
+        src: source.to_string(),
+        detail: format!("it answered {method} with a result that is not {kind}"),
     }
 }
 

@@ -19,8 +19,8 @@ pub type SessionId = u64;
 /// A connected client and the bounded queue its notifications wait in.
 type Client = (Peer<RoleServer>, Arc<Outbox>);
 
-/// A call currently waiting on a source. Server-to-client requests and
-/// progress from that source are routed back through it.
+/// A call, prompt or read currently waiting on a source. Server-to-client
+/// requests and progress from that source are routed back through it.
 pub(crate) struct InFlight {
     pub source: usize,
     pub session: SessionId,
@@ -28,12 +28,23 @@ pub(crate) struct InFlight {
     pub lane: Option<u64>,
     pub peer: Peer<RoleServer>,
     pub capabilities: Option<ClientCapabilities>,
-    /// Set for 2026-07-28 clients: requests for input go to the call's own
-    /// task, which parks the call and asks the client (see pipeline::input).
-    pub input: Option<mpsc::UnboundedSender<InputNeeded>>,
+    /// How the source's requests for input during it reach the client.
+    pub asks: Asks,
     /// Where this call's progress goes, if the client asked for it: an
     /// ordered queue the call's own task drains to the client.
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+}
+
+/// How a source's request for input during a client's request reaches it.
+pub(crate) enum Asks {
+    /// Sent to the client as a request (protocols before 2026-07-28).
+    Client,
+    /// A 2026-07-28 client's call: handed to the call's own task, which
+    /// parks the call and asks the client (see pipeline::input).
+    Park(mpsc::UnboundedSender<InputNeeded>),
+    /// A 2026-07-28 client's prompt or read: it cannot be asked in the
+    /// middle of one (the source asks with `input_required` instead).
+    Nobody,
 }
 
 /// What the source said of a call once it was sent: the connection it
@@ -71,9 +82,13 @@ pub enum RouteError {
     #[error("the call it came with is still being sent")]
     NotYetSent,
     #[error(
-        "it came with a request that is no call in progress (a read, a prompt, or a call that has ended), so airlock cannot tell which client it is for"
+        "it came with a request that is no longer in progress (it has ended), so airlock cannot tell which client it is for"
     )]
     NotACall,
+    #[error(
+        "it came during a 2026-07-28 client's prompt or read, which cannot be asked in the middle of one; a source asks such a client with input_required"
+    )]
+    CannotAsk,
 }
 
 /// Whom a source's request is for, by the routing rules: the one session
@@ -347,9 +362,13 @@ impl Clients {
             })
             .map(|(c, sent)| (c, sent.as_ref()))
             .collect();
-        let to_call = |call: &InFlight| match &call.input {
-            Some(tx) => Route::Park(tx.clone()),
-            None => Route::Direct(call.peer.clone(), Box::new(call.capabilities.clone())),
+        let to_call = |call: &InFlight| match &call.asks {
+            Asks::Park(tx) => Ok(Route::Park(tx.clone())),
+            Asks::Client => Ok(Route::Direct(
+                call.peer.clone(),
+                Box::new(call.capabilities.clone()),
+            )),
+            Asks::Nobody => Err(RouteError::CannotAsk),
         };
         // It came on the answer stream of one of airlock's requests: that
         // call's client, or nobody (a request that is no call, a call that
@@ -359,7 +378,7 @@ impl Clients {
                 .iter()
                 .find(|(_, sent)| sent.is_some_and(|s| s.id == *during && s.lane == cause.lane))
             {
-                return Ok(to_call(call));
+                return to_call(call);
             }
             return Err(match calls.iter().any(|(_, sent)| sent.is_none()) {
                 true => RouteError::NotYetSent,
@@ -379,7 +398,7 @@ impl Clients {
                 .iter()
                 .find(|(c, _)| c.session == session)
                 .expect("the chosen session has a call");
-            return Ok(to_call(call));
+            return to_call(call);
         }
         let (_, peer) = live
             .into_iter()

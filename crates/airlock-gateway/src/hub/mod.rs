@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use approvals::Approvals;
 pub(crate) use approvals::{GrantSpent, RunKey};
+pub(crate) use clients::{Asks, InFlight, InFlightGuard};
 pub use clients::{Clients, RouteError, SessionId};
-pub(crate) use clients::{InFlight, InFlightGuard};
 pub use policy_view::{ASK_NOTE, PolicyState, PolicyView, Reviewed, View};
 pub use sources::Sources;
 

@@ -17,7 +17,7 @@ use airlock_store::ledger::Executing;
 use super::input;
 use super::stage::Proof;
 use super::{Allowed, Target, ToolCall};
-use crate::hub::{Approvals, Clients, Hub, InFlight, InFlightGuard, Sources};
+use crate::hub::{Approvals, Asks, Clients, Hub, InFlight, InFlightGuard, Sources};
 use crate::parked;
 use crate::secrets::HubSecrets;
 use crate::versions;
@@ -213,7 +213,7 @@ async fn send(
         lane: call.lane.map(|(key, _)| key),
         peer: call.peer.clone(),
         capabilities: call.capabilities.clone(),
-        input,
+        asks: input.map_or(Asks::Client, Asks::Park),
         progress,
     });
     let timeout = hub.sources.call_timeout(target.source);

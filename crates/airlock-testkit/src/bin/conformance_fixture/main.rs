@@ -581,13 +581,17 @@ impl ServerHandler for Fixture {
             p(
                 json!({"name": mrtr::PROMPT, "description": "Asks for its context first (SEP-2322)"}),
             ),
+            p(
+                json!({"name": "test_prompt_with_elicitation", "description": "Asks the user while it is being fetched (older protocols)", "arguments": [
+                {"name": "message", "description": "The question", "required": true}]}),
+            ),
         ]))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _c: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         if request.name == mrtr::PROMPT {
             return Ok(mrtr::prompt(request.input_responses.as_ref()));
@@ -600,6 +604,21 @@ impl ServerHandler for Fixture {
                 .to_string()
         };
         let messages = match request.name.as_str() {
+            "test_prompt_with_elicitation" if !is_modern(&context) => {
+                let asked = from(json!({"mode": "form", "message": arg("message"),
+                    "requestedSchema": {"type": "object", "properties": {
+                        "username": {"type": "string", "description": "User's response"}}}}));
+                let answer = match context.peer.create_elicitation(asked).await {
+                    Ok(a) => serde_json::to_value(a).unwrap_or_default(),
+                    Err(e) => {
+                        return Err(ErrorData::internal_error(
+                            format!("input request failed: {e}"),
+                            None,
+                        ));
+                    }
+                };
+                json!([{"role": "user", "content": {"type": "text", "text": format!("User response: {answer}")}}])
+            }
             "test_simple_prompt" => {
                 json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}])
             }
