@@ -206,12 +206,18 @@ pub(crate) struct Exchange<'a> {
 
 /// A `prompts/get` or `resources/read` that a 2026-07-28 source may answer
 /// with `input_required`, carried through its rounds. `state` and
-/// `answers` are what the client sent; `send` asks the source once.
+/// `answers` are what the client sent; `send` asks the source once, within
+/// the time given. All rounds share one budget of `ex.timeout`: asking the
+/// source and asking the client alike.
 pub(crate) async fn exchange<'a, R>(
     ex: Exchange<'_>,
     state: Option<String>,
     mut answers: Option<InputResponses>,
-    send: impl Fn(Option<String>, Option<InputResponses>) -> BoxFuture<'a, Result<Step<R>, ErrorData>>,
+    send: impl Fn(
+        Option<String>,
+        Option<InputResponses>,
+        Duration,
+    ) -> BoxFuture<'a, Result<Step<R>, ErrorData>>,
 ) -> Result<Step<R>, ErrorData> {
     let refuse = |why: String| ErrorData::invalid_params(format!("airlock: {why}"), None);
     unreserved(&mut answers);
@@ -230,7 +236,17 @@ pub(crate) async fn exchange<'a, R>(
     };
     let deadline = tokio::time::Instant::now() + ex.timeout;
     for round in first..=MAX_ROUNDS + 1 {
-        let asked = match send(state.clone(), answers.clone()).await? {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Err(ErrorData::internal_error(
+                format!(
+                    "airlock: the source did not finish within {}s of input rounds",
+                    ex.timeout.as_secs()
+                ),
+                None,
+            ));
+        }
+        let asked = match send(state.clone(), answers.clone(), left).await? {
             Step::Done(r) => return Ok(Step::Done(r)),
             Step::Asked(asked) => asked,
         };

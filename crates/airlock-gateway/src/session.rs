@@ -416,9 +416,8 @@ impl ServerHandler for Session {
             format!("prompt {exposed}"),
             digest,
         );
-        let timeout = ex.timeout;
         let context = &context;
-        let step = input::exchange(ex, state, answers, |state, answers| {
+        let step = input::exchange(ex, state, answers, |state, answers, timeout| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
             let r = ClientRequest::GetPromptRequest(GetPromptRequest::new(r));
@@ -477,9 +476,8 @@ impl ServerHandler for Session {
         let caps = context.client_capabilities();
         let what = format!("resource {}", request.uri);
         let ex = self.exchange(&context, caps.as_ref(), source, what, String::new());
-        let timeout = ex.timeout;
         let context_ref = &context;
-        let step = input::exchange(ex, state, answers, |state, answers| {
+        let step = input::exchange(ex, state, answers, |state, answers, timeout| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
             let r = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(r));

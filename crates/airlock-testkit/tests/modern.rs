@@ -746,3 +746,57 @@ async fn an_older_sources_question_during_a_2026_clients_prompt_is_refused_with_
     );
     client.cancel().await.unwrap();
 }
+
+/// However fast a client subscribes and unsubscribes, a 2026-07-28 source
+/// is asked to open a listen stream at most every 250 ms, and the stream
+/// ends up holding what the client holds last.
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe: what an older client sends
+async fn subscribing_in_a_loop_does_not_make_a_2026_source_reopen_its_stream_each_time() {
+    const URI: &str = "test://static-text";
+    let scratch = Scratch::new();
+    let log = scratch.dir.path().join("listens.log");
+    let config = scratch
+        .reviewed_config(&format!(
+            "[sources.c]\ncommand = \"{{conformance}}\"\nenv = {{ FIXTURE_LISTEN_LOG = {:?} }}\n",
+            log.to_string_lossy()
+        ))
+        .await;
+    let watcher = Watcher::default();
+    let client = scratch.stdio_client(&config, watcher.clone()).await;
+    listed(&client, "c__test_update_resource").await;
+    let began = std::time::Instant::now();
+    for i in 0..41 {
+        let uri = URI.to_string();
+        match i % 2 {
+            0 => client
+                .subscribe(rmcp::model::SubscribeRequestParams::new(uri))
+                .await
+                .unwrap(),
+            _ => client
+                .unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri))
+                .await
+                .unwrap(),
+        }
+    }
+    // Subscribed at the end: an update reaches the client.
+    let update = CallToolRequestParams::new("c__test_update_resource")
+        .with_arguments(json!({"uri": URI}).as_object().unwrap().clone());
+    for _ in 0..40 {
+        client.call_tool(update.clone()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if !watcher.updated.lock().unwrap().is_empty() {
+            break;
+        }
+    }
+    assert_eq!(watcher.updated.lock().unwrap()[0], URI);
+    let elapsed = began.elapsed();
+    let opened = std::fs::read_to_string(&log).unwrap().lines().count();
+    // One stream at the start, then at most one per 250 ms.
+    let bound = 2 + (elapsed.as_millis() / 250) as usize;
+    assert!(
+        opened <= bound,
+        "{opened} streams opened in {elapsed:?} for 41 changes (at most {bound})"
+    );
+    client.cancel().await.unwrap();
+}

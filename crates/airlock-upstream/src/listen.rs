@@ -9,8 +9,9 @@
 //! Each time a stream is open the lists are read again, so a change made
 //! while no stream was open is not missed; a stream that ends while the
 //! connection lives is opened again after a pause that doubles each time
-//! (up to 30 s), and a source that has no `subscriptions/listen` at all is
-//! not asked again on this connection.
+//! (up to 30 s), a stream is opened at most every 250 ms however fast
+//! clients change what they subscribe to, and a source that has no
+//! `subscriptions/listen` at all is not asked again on this connection.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,11 @@ const REOPEN_AFTER: Duration = Duration::from_millis(500);
 const REOPEN_MAX: Duration = Duration::from_secs(30);
 /// How long a source has to acknowledge a stream.
 const OPEN_WITHIN: Duration = Duration::from_secs(10);
+/// At least this long between two streams opened for changed
+/// subscriptions: what clients change meanwhile is taken in at once, so
+/// however fast they subscribe and unsubscribe, a source is asked to open
+/// a stream (and listed again) at most four times a second.
+const RESUBSCRIBE_GAP: Duration = Duration::from_millis(250);
 
 /// The resources clients subscribed to on one source, each with the client
 /// sessions that hold it: one session's unsubscribe ends only its own, and
@@ -152,7 +158,11 @@ impl Listener {
     pub(crate) async fn run(self) {
         let mut changed = self.subscribed.changed.subscribe();
         let mut pause = REOPEN_AFTER;
+        let mut opened_at: Option<tokio::time::Instant> = None;
         loop {
+            if let Some(at) = opened_at {
+                tokio::time::sleep_until(at + RESUBSCRIBE_GAP).await;
+            }
             changed.mark_unchanged();
             let Some(filter) = self.filter() else {
                 // Nothing to hear until a client subscribes to something.
@@ -161,6 +171,7 @@ impl Listener {
                 }
                 continue;
             };
+            opened_at = Some(tokio::time::Instant::now());
             let opened = tokio::select! {
                 r = tokio::time::timeout(OPEN_WITHIN, self.peer.listen(filter)) => r,
                 _ = changed.changed() => continue,

@@ -198,6 +198,7 @@ async fn send(
     target: &Target,
     params: CallToolRequestParams,
     input: Option<mpsc::UnboundedSender<parked::InputNeeded>>,
+    timeout: std::time::Duration,
 ) -> Result<Started, Outcome> {
     // With a client that asked for progress (and is not parked for input),
     // the source's progress for this call arrives here, in order.
@@ -216,7 +217,6 @@ async fn send(
         asks: input.map_or(Asks::Client, Asks::Park),
         progress,
     });
-    let timeout = hub.sources.call_timeout(target.source);
     let pending = hub
         .sources
         .get(target.source)
@@ -242,7 +242,8 @@ async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target, first: u32) 
                 hub.sources.call_timeout(target.source).as_secs()
             ));
         }
-        let result = match attached_once(hub, call, target, params.clone()).await {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let result = match attached_once(hub, call, target, params.clone(), left).await {
             Ok(result) => result,
             Err(failed) => return failed,
         };
@@ -266,8 +267,9 @@ async fn attached_once(
     call: &ToolCall,
     target: &Target,
     params: CallToolRequestParams,
+    timeout: std::time::Duration,
 ) -> Result<Result<CallToolResponse, UpstreamError>, Outcome> {
-    let (in_flight, mut progress, pending) = send(hub, call, target, params, None).await?;
+    let (in_flight, mut progress, pending) = send(hub, call, target, params, None, timeout).await?;
     // Dropping `pending` on cancel tells the source to stop.
     let finish = pending.finish();
     tokio::pin!(finish);
@@ -299,10 +301,11 @@ async fn detached(hub: &Wire<'_>, call: &ToolCall, target: &Target, round: u32) 
     let (input_tx, input_rx) = mpsc::unbounded_channel();
     let timeout = hub.sources.call_timeout(target.source);
     let params = upstream_params(call, target);
-    let (in_flight, _, pending) = match send(hub, call, target, params, Some(input_tx)).await {
-        Ok(started) => started,
-        Err(failed) => return failed,
-    };
+    let (in_flight, _, pending) =
+        match send(hub, call, target, params, Some(input_tx), timeout).await {
+            Ok(started) => started,
+            Err(failed) => return failed,
+        };
     let (done_tx, done_rx) = oneshot::channel();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();

@@ -4,7 +4,8 @@
 //!
 //! `airlock-conformance-fixture` serves stdio (to sit behind airlock);
 //! `--http 127.0.0.1:PORT` serves Streamable HTTP at `/mcp` (to measure the
-//! suite against the fixture directly).
+//! suite against the fixture directly). With `FIXTURE_LISTEN_LOG=PATH` it
+//! appends a line to PATH for each `subscriptions/listen` stream opened.
 
 #![allow(deprecated)] // sampling and logging: SEP-2577-deprecated, still tested
 
@@ -454,6 +455,15 @@ impl ServerHandler for Fixture {
 
     /// A 2026-07-28 client hears of list changes on its listen stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if let Some(log) = std::env::var_os("FIXTURE_LISTEN_LOG") {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .expect("open FIXTURE_LISTEN_LOG");
+            let _ = writeln!(f, "listen");
+        }
         let mut announced = ANNOUNCED.subscribe();
         loop {
             tokio::select! {
