@@ -86,6 +86,10 @@ pub enum RouteError {
     )]
     NotACall,
     #[error(
+        "requests of more than one client in progress carry the id of the request it came with (the source's connection was replaced), so airlock cannot tell which client it is for"
+    )]
+    SameId,
+    #[error(
         "it came during a 2026-07-28 client's prompt or read, which cannot be asked in the middle of one; a source asks such a client with input_required"
     )]
     CannotAsk,
@@ -119,6 +123,22 @@ pub(crate) fn notify_whom(calling: impl IntoIterator<Item = SessionId>) -> Optio
     let mut calling = calling.into_iter();
     let first = calling.next()?;
     calling.all(|s| s == first).then_some(first)
+}
+
+/// The one of `found` (each with its session) that something from a source
+/// is for: none found, the first when all are one session's, and an error
+/// when they are several sessions' — ids and progress tokens start again on
+/// each connection, so a call on a replaced connection that has not ended
+/// yet can share them with one on the new connection. Never a guess.
+fn one_owner<T>(found: impl IntoIterator<Item = (SessionId, T)>) -> Result<Option<T>, ()> {
+    let mut found = found.into_iter();
+    let Some((session, first)) = found.next() else {
+        return Ok(None);
+    };
+    match found.all(|(s, _)| s == session) {
+        true => Ok(Some(first)),
+        false => Err(()),
+    }
 }
 
 #[derive(Default)]
@@ -374,10 +394,11 @@ impl Clients {
         // call's client, or nobody (a request that is no call, a call that
         // has ended); never a guess.
         if let Some(during) = &cause.during {
-            if let Some((call, _)) = calls
+            let answering = calls
                 .iter()
-                .find(|(_, sent)| sent.is_some_and(|s| s.id == *during && s.lane == cause.lane))
-            {
+                .filter(|(_, sent)| sent.is_some_and(|s| s.id == *during && s.lane == cause.lane))
+                .map(|(c, _)| (c.session, *c));
+            if let Some(call) = one_owner(answering).map_err(|()| RouteError::SameId)? {
                 return to_call(call);
             }
             return Err(match calls.iter().any(|(_, sent)| sent.is_none()) {
@@ -417,15 +438,16 @@ impl Clients {
         token: &ProgressToken,
     ) -> Option<mpsc::UnboundedSender<ProgressNotificationParam>> {
         let inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        inflight
+        let carrying = inflight
             .values()
-            .find(|(c, sent)| {
+            .filter(|(c, sent)| {
                 c.source == index
                     && sent
                         .as_ref()
                         .is_some_and(|s| s.lane == lane && s.token == *token)
             })
-            .and_then(|(c, _)| c.progress.clone())
+            .map(|(c, _)| (c.session, c));
+        one_owner(carrying).ok()??.progress.clone()
     }
 }
 
@@ -486,6 +508,15 @@ mod tests {
         assert_eq!(whom([], [4]), Ok((4, false)));
         assert_eq!(whom([], []), Err(RouteError::NoClient));
         assert_eq!(whom([], [4, 5]), Err(RouteError::SeveralConnected));
+    }
+
+    #[test]
+    fn an_id_or_token_that_two_clients_requests_carry_is_nobodys() {
+        assert_eq!(one_owner::<&str>([]), Ok(None));
+        assert_eq!(one_owner([(3, "a")]), Ok(Some("a")));
+        assert_eq!(one_owner([(3, "a"), (3, "b")]), Ok(Some("a")));
+        assert_eq!(one_owner([(3, "a"), (4, "b")]), Err(()));
+        assert_eq!(one_owner([(3, "a"), (3, "b"), (4, "c")]), Err(()));
     }
 
     #[test]
