@@ -317,3 +317,35 @@ fn the_cycle_finder_finds_cycles() {
     edges.insert("b".to_string(), ["a".to_string()].into());
     assert_eq!(cycle(&edges).unwrap(), ["a", "b", "a"]);
 }
+
+/// Every crate a workspace crate depends on directly is in
+/// docs/dependencies.md with what it is for.
+#[test]
+fn every_dependency_is_listed_in_the_docs() {
+    let root = workspace();
+    let listed = std::fs::read_to_string(root.join("docs/dependencies.md")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let manifest = entry.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            let Some(deps) = parsed.get(section).and_then(|d| d.as_table()) else {
+                continue;
+            };
+            for name in deps.keys().filter(|n| !n.starts_with("airlock")) {
+                if !listed.contains(&format!("| `{name}` |")) {
+                    missing.push(format!("{name} ({})", manifest.display()));
+                }
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "not in docs/dependencies.md: {missing:?}"
+    );
+}
