@@ -181,13 +181,17 @@ fn forms(secret: &[u8]) -> Vec<Vec<u8>> {
             out.push(plain.as_bytes()[..whole].to_vec());
         }
     }
-    // Encoders differ on which punctuation they leave alone: cover both the
-    // RFC 3986 unreserved set and encoding everything but letters and digits.
-    for strict in [false, true] {
+    // Encoders differ on which punctuation they leave alone: cover the
+    // RFC 3986 unreserved set, encoding everything but letters and digits,
+    // and encoding every byte.
+    for keep in [Keep::Unreserved, Keep::Alphanumeric, Keep::Nothing] {
         for upper in [true, false] {
-            out.push(percent_encode_with(secret, upper, strict).into_bytes());
+            out.push(percent_encode_with(secret, upper, keep).into_bytes());
         }
     }
+    // Hex, as debugging output and byte dumps write it.
+    out.push(hex::encode(secret).into_bytes());
+    out.push(hex::encode_upper(secret).into_bytes());
     // Each form as it reads inside a JSON string: JSON text that a result
     // carries as a string.
     let escaped: Vec<Vec<u8>> = out.iter().filter_map(|f| json_escaped(f)).collect();
@@ -206,13 +210,27 @@ fn json_escaped(form: &[u8]) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 fn percent_encode(bytes: &[u8], upper: bool) -> String {
-    percent_encode_with(bytes, upper, false)
+    percent_encode_with(bytes, upper, Keep::Unreserved)
 }
 
-fn percent_encode_with(bytes: &[u8], upper: bool, strict: bool) -> String {
+/// What a percent-encoder leaves as it is.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// RFC 3986's unreserved characters.
+    Unreserved,
+    Alphanumeric,
+    Nothing,
+}
+
+fn percent_encode_with(bytes: &[u8], upper: bool, keep: Keep) -> String {
     let mut out = String::with_capacity(bytes.len() * 3);
     for &b in bytes {
-        if b.is_ascii_alphanumeric() || (!strict && matches!(b, b'-' | b'_' | b'.' | b'~')) {
+        let kept = match keep {
+            Keep::Unreserved => b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'),
+            Keep::Alphanumeric => b.is_ascii_alphanumeric(),
+            Keep::Nothing => false,
+        };
+        if kept {
             out.push(b as char);
         } else if upper {
             out.push_str(&format!("%{b:02X}"));
@@ -311,7 +329,7 @@ mod tests {
             URL_SAFE_NO_PAD.encode(b),
             percent_encode(b, true),
             percent_encode(b, false),
-            percent_encode_with(b, true, true),
+            percent_encode_with(b, true, Keep::Alphanumeric),
         ];
         // Embedded at every alignment inside a longer base64 string.
         for prefix in ["", "a", "ab", "abc"] {

@@ -415,13 +415,21 @@ impl RawStdio {
     }
 }
 
-/// Forms a leaked secret is searched for: raw, base64 (standard, unpadded)
-/// and URL-safe base64.
+/// Forms a leaked secret is searched for: raw, base64 (standard, unpadded),
+/// URL-safe base64, hex and percent-encoded byte by byte.
 pub fn secret_forms(v: &str) -> Vec<String> {
     use base64::Engine;
     let e = base64::engine::general_purpose::STANDARD.encode(v);
     let u = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
-    vec![v.to_string(), e.trim_end_matches('=').to_string(), u]
+    let hex: String = v.bytes().map(|b| format!("{b:02x}")).collect();
+    let percent: String = v.bytes().map(|b| format!("%{b:02X}")).collect();
+    vec![
+        v.to_string(),
+        e.trim_end_matches('=').to_string(),
+        u,
+        hex,
+        percent,
+    ]
 }
 
 /// Whether `needle` occurs in `hay`.

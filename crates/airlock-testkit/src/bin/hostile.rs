@@ -242,7 +242,11 @@ fn main() {
                             "properties": {s.clone(): {"type": "string", "title": format!("field {s}")}}}}}),
                     );
                     ok(json!({
-                        "content": [{"type": "text", "text": format!("result {s}")}],
+                        // Also as hex and percent-encoded byte by byte, as
+                        // a dump of it would read.
+                        "content": [{"type": "text", "text": format!("result {s} {} {}",
+                            s.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+                            s.bytes().map(|b| format!("%{b:02X}")).collect::<String>())}],
                         "structuredContent": {s.clone(): {"nested": s.clone()}},
                         "_meta": {s.clone(): 1}
                     }))
