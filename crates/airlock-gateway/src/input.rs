@@ -236,7 +236,11 @@ pub(crate) async fn exchange<'a, R>(
     };
     let deadline = tokio::time::Instant::now() + ex.timeout;
     for round in first..=MAX_ROUNDS + 1 {
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // The first request has the whole budget; each later one what is left.
+        let left = match round == first {
+            true => ex.timeout,
+            false => deadline.saturating_duration_since(tokio::time::Instant::now()),
+        };
         if left.is_zero() {
             return Err(ErrorData::internal_error(
                 format!(

@@ -234,15 +234,20 @@ async fn send(
 async fn attached(hub: &Wire<'_>, call: &ToolCall, target: &Target, first: u32) -> Outcome {
     let mut params = upstream_params(call, target);
     // One budget for the whole call, however many rounds of input it takes.
-    let deadline = tokio::time::Instant::now() + hub.sources.call_timeout(target.source);
+    let timeout = hub.sources.call_timeout(target.source);
+    let deadline = tokio::time::Instant::now() + timeout;
     for round in first.. {
         if round > first && tokio::time::Instant::now() >= deadline {
             return Outcome::Failed(format!(
                 "source did not finish within {}s of input rounds",
-                hub.sources.call_timeout(target.source).as_secs()
+                timeout.as_secs()
             ));
         }
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // The first request has the whole budget; each later one what is left.
+        let left = match round == first {
+            true => timeout,
+            false => deadline.saturating_duration_since(tokio::time::Instant::now()),
+        };
         let result = match attached_once(hub, call, target, params.clone(), left).await {
             Ok(result) => result,
             Err(failed) => return failed,
