@@ -107,8 +107,13 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
     Some(match s[0] {
         x if x & 0xfe00 == 0xfc00 => "a unique-local address",
         x if x & 0xffc0 == 0xfe80 => "a link-local address",
+        x if x & 0xffc0 == 0xfec0 => "a site-local address",
         x if x & 0xff00 == 0xff00 => "a multicast address",
         0x2001 if s[1] == 0x0db8 => "a documentation address",
+        // 2001::/23: Teredo, benchmarking, ORCHID and other protocol
+        // assignments; no server a source would name lives there.
+        0x2001 if s[1] < 0x0200 => "an IETF protocol-assignment address",
+        0x0100 if s[1..4] == [0, 0, 0] => "a discard-only address",
         _ => return None,
     })
 }
