@@ -189,8 +189,6 @@ impl Session {
         }
     }
 
-    /// The key of this client's own connections to per-client sources:
-    /// its session's id, or for a client without one the program it names.
     /// Sends a prompt or read to source `source`, tracked as in flight
     /// from this client until the returned guard is dropped: a request the
     /// source makes while answering it reaches this client, and only it.
@@ -226,6 +224,8 @@ impl Session {
         Ok((in_flight, pending))
     }
 
+    /// The key of this client's own connections to per-client sources:
+    /// its session's id, or for a client without one the program it names.
     fn lane(&self, context: &RequestContext<RoleServer>) -> Option<(u64, bool)> {
         self.lane_of(self.run_key(context).as_ref())
     }
@@ -476,14 +476,13 @@ impl ServerHandler for Session {
         let caps = context.client_capabilities();
         let what = format!("resource {}", request.uri);
         let ex = self.exchange(&context, caps.as_ref(), source, what, String::new());
-        let context_ref = &context;
+        let context = &context;
         let step = input::exchange(ex, state, answers, |state, answers, timeout| {
             let mut r = request.clone();
             (r.request_state, r.input_responses) = (state, answers);
             let r = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(r));
             Box::pin(async move {
-                let (_in_flight, pending) =
-                    self.start_read(context_ref, source, r, timeout).await?;
+                let (_in_flight, pending) = self.start_read(context, source, r, timeout).await?;
                 match pending.finish_read().await {
                     Ok(ReadResourceResponse::InputRequired(asked)) => Ok(Step::Asked(asked)),
                     Ok(done) => Ok(Step::Done(done)),

@@ -122,4 +122,26 @@ mod tests {
             assert_ne!(digest(&base), digest(&changed), "{field}");
         }
     }
+
+    #[test]
+    fn what_a_model_reads_of_an_item_changes_its_text_digest_and_nothing_else_does() {
+        let base = json!({"name": "p", "title": "P", "description": "d", "arguments": [{"name": "a"}], "mimeType": "text/plain", "uri": "x://1"});
+        for field in TEXT_FIELDS {
+            let mut changed = base.clone();
+            changed[*field] = json!("something else");
+            assert_ne!(text_digest(&base), text_digest(&changed), "{field}");
+        }
+        let mut outside = base.clone();
+        outside["uri"] = json!("x://2");
+        outside["_meta"] = json!({"k": 1});
+        assert_eq!(text_digest(&base), text_digest(&outside));
+        // A null is no text: the same as the field left out.
+        let mut nulled = base.clone();
+        nulled["title"] = Value::Null;
+        let mut left_out = base.clone();
+        left_out.as_object_mut().unwrap().remove("title");
+        assert_eq!(text_of(&nulled), text_of(&left_out));
+        assert_eq!(text_of(&base)["description"], "d");
+        assert!(text_digest(&base).starts_with("sha256:"));
+    }
 }

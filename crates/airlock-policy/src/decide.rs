@@ -183,11 +183,6 @@ impl RuleMatcher {
         })
     }
 
-    /// The rule targets this tool (pins and argument conditions aside).
-    pub fn targets(&self, facts: &ToolFacts) -> bool {
-        self.targets_named(facts, &facts.canonical())
-    }
-
     fn targets_named(&self, facts: &ToolFacts, canonical: &str) -> bool {
         self.matches_source(facts.source)
             && self.matches_tool(facts.exposed, canonical)
@@ -718,6 +713,8 @@ mod tests {
             "a/b",
             "a/x/b",
             "x/b",
+            // A `/` well before the literal a suffix ends with.
+            "aaaaaaaa/x__read",
             "fs",
             "fs__read/x",
         ];

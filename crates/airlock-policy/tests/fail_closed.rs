@@ -463,3 +463,26 @@ fn conditions_keep_their_types() {
         Action::Deny
     );
 }
+
+/// A rule that cannot be compiled (a standing rule naming a tool with glob
+/// syntax gone wrong, say) denies every call: the policy is not evaluated
+/// without it.
+#[test]
+fn a_rule_that_cannot_be_compiled_denies_every_call() {
+    let mut bad = rule(Layer::User, Action::Allow, "fs__[");
+    bad.origin = "always-allow #7".into();
+    let good = rule(Layer::User, Action::Allow, "fs__read_file");
+    let p = Policy::from_rules([&good, &bad].into_iter());
+    let t = tool("read_file");
+    let d = p.decide(
+        &fs_facts(&t, "read_file", "fs__read_file"),
+        Some(&json!({})),
+    );
+    assert_eq!(
+        (d.action, d.step),
+        (Action::Deny, Step::Error),
+        "{}",
+        d.reason
+    );
+    assert!(d.reason.contains("always-allow #7"), "{}", d.reason);
+}

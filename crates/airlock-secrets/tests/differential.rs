@@ -98,3 +98,34 @@ proptest! {
         prop_assert_eq!(String::from_utf8(out).unwrap(), scrubber.scrub(&text).into_owned());
     }
 }
+
+/// What the scrubber says of a text agrees with what scrubbing it does.
+#[test]
+fn what_the_scrubber_finds_is_what_it_scrubs() {
+    let none = Scrubber::new::<&str>(&[]);
+    assert!(none.is_empty());
+    assert_eq!(none.pattern_count(), 0);
+    assert!(!none.finds(b"anything"));
+    let secret = r#"tok"en\value"#;
+    let scrubber = Scrubber::new(&[secret]);
+    assert!(!scrubber.is_empty());
+    assert!(scrubber.pattern_count() > 1, "raw and encoded forms");
+    assert!(scrubber.finds(format!("x {secret} y").as_bytes()));
+    assert!(!scrubber.finds(b"nothing of it here"));
+    // A string holding JSON text holds the value escaped once; serialized,
+    // the message holds it escaped twice, and is still found.
+    let inner = serde_json::json!({ "text": secret }).to_string();
+    let message = serde_json::to_vec(&serde_json::json!({ "result": inner })).unwrap();
+    assert!(
+        !scrubber.finds(&message),
+        "escaped twice, no form of it is there as is"
+    );
+    assert!(scrubber.finds_in_serialized(&message));
+    assert!(!scrubber.finds_in_serialized(br#"{"text":"clean"}"#));
+    // Keys are scrubbed too, two that scrub alike kept apart.
+    let mut value = serde_json::json!({ secret: 1, format!("{secret}!"): 2, "[secret]": 3 });
+    scrubber.scrub_json(&mut value);
+    let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 3, "{value}");
+    assert!(!value.to_string().contains("tok"), "{value}");
+}

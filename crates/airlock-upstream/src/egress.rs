@@ -79,9 +79,8 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     match s {
         [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
-        [0, 0, 0, 0, 0, 0, _, _] if ip != Ipv6Addr::UNSPECIFIED && ip != Ipv6Addr::LOCALHOST => {
-            Some(tail)
-        }
+        // `::` and `::1` too; v6_reason has named them before asking.
+        [0, 0, 0, 0, 0, 0, _, _] => Some(tail),
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(tail),
         [0x2002, a, b, ..] => Some(Ipv4Addr::new(
             (a >> 8) as u8,
@@ -109,11 +108,13 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
         x if x & 0xffc0 == 0xfe80 => "a link-local address",
         x if x & 0xffc0 == 0xfec0 => "a site-local address",
         x if x & 0xff00 == 0xff00 => "a multicast address",
+        // Global unicast is 2000::/3; the rest of the space is reserved
+        // (the discard-only 100::/64 among it).
+        x if x & 0xe000 != 0x2000 => "a reserved IPv6 address",
         0x2001 if s[1] == 0x0db8 => "a documentation address",
         // 2001::/23: Teredo, benchmarking, ORCHID and other protocol
         // assignments; no server a source would name lives there.
         0x2001 if s[1] < 0x0200 => "an IETF protocol-assignment address",
-        0x0100 if s[1..4] == [0, 0, 0] => "a discard-only address",
         _ => return None,
     })
 }

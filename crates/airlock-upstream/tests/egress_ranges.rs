@@ -26,6 +26,11 @@ const V4: &[(&str, u8)] = &[
     ("240.0.0.0", 4),
 ];
 
+/// IPv6: everything outside global unicast (2000::/3: IANA's address
+/// space registry), and inside it what the special-purpose registry sets
+/// aside. The ranges outside 2000::/3 are listed one by one (unspecified,
+/// loopback, discard-only, unique-local, link-local, site-local,
+/// multicast) so that addresses are drawn at each of their edges too.
 const V6: &[(&str, u8)] = &[
     ("::", 128),
     ("::1", 128),
@@ -37,6 +42,10 @@ const V6: &[(&str, u8)] = &[
     ("fec0::", 10),
     ("ff00::", 8),
 ];
+
+fn global_unicast(ip: Ipv6Addr) -> bool {
+    u128::from(ip) >> 125 == 0b001
+}
 
 fn in_v4(ip: Ipv4Addr) -> bool {
     V4.iter().any(|(net, len)| {
@@ -63,11 +72,12 @@ fn in_v6(ip: Ipv6Addr) -> bool {
     if let Some(v4) = carried(ip) {
         return in_v4(v4);
     }
-    V6.iter().any(|(net, len)| {
-        let net = u128::from(net.parse::<Ipv6Addr>().unwrap());
-        let mask = u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
-        u128::from(ip) & mask == net
-    })
+    !global_unicast(ip)
+        || V6.iter().any(|(net, len)| {
+            let net = u128::from(net.parse::<Ipv6Addr>().unwrap());
+            let mask = u128::MAX.checked_shl(128 - u32::from(*len)).unwrap_or(0);
+            u128::from(ip) & mask == net
+        })
 }
 
 fn reference(ip: IpAddr) -> bool {
@@ -100,9 +110,15 @@ fn address() -> impl Strategy<Value = IpAddr> {
             128 => bits,
             h => bits & ((1u128 << h) - 1),
         };
+        // Inside the range, or just past either end of it.
+        let size = match host {
+            128 => 0,
+            h => 1u128 << h,
+        };
         let at = match past {
             false => net | offset,
-            true => net.wrapping_sub(1 + bits % 4),
+            true if bits % 2 == 0 => net.wrapping_sub(1 + bits % 4),
+            true => net.wrapping_add(size).wrapping_add(bits % 4),
         };
         Ipv6Addr::from(at)
     });
@@ -132,4 +148,32 @@ proptest! {
         prop_assert_eq!(forbidden(ip, false).is_some(), reference(ip), "{}", ip);
     }
 
+}
+
+/// The refusal names the range, so the person reading it knows why.
+#[test]
+fn each_refusal_names_its_range() {
+    for (ip, range) in [
+        ("fd12::1", "a unique-local address"),
+        ("fc00::", "a unique-local address"),
+        ("fe80::1", "a link-local address"),
+        ("febf:ffff::1", "a link-local address"),
+        ("fec0::1", "a site-local address"),
+        ("feff::1", "a site-local address"),
+        ("ff02::1", "a multicast address"),
+        ("100::1", "a reserved IPv6 address"),
+        ("4000::1", "a reserved IPv6 address"),
+        ("2001::1", "an IETF protocol-assignment address"),
+        ("2001:1ff::1", "an IETF protocol-assignment address"),
+        ("2001:db8::1", "a documentation address"),
+        ("::ffff:10.0.0.1", "a private address"),
+        ("::1", "a loopback address"),
+        ("::", "an unspecified address"),
+    ] {
+        let addr: IpAddr = ip.parse().unwrap();
+        assert_eq!(forbidden(addr, false), Some(range), "{ip}");
+    }
+    for ip in ["2001:200::1", "2606:4700::1", "2a00:1450::1"] {
+        assert_eq!(forbidden(ip.parse().unwrap(), false), None, "{ip}");
+    }
 }
