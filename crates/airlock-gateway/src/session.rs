@@ -492,7 +492,7 @@ impl ServerHandler for Session {
         })
         .await?;
         let mut read = match step {
-            Step::Done(r) => versions::resource(r, is_modern(&context), retried),
+            Step::Done(r) => versions::resource(r, is_modern(context), retried),
             Step::Asked(asked) => return Ok(ReadResourceResponse::InputRequired(asked)),
         };
         // What a resource holds is the source's words, quoted like results.
