@@ -285,6 +285,8 @@ regex = "main"
     // URL globs keep their `//`.
     assert_eq!(d(json!({"url": "https://evil.example/a/b"})), Action::Deny);
     assert_eq!(d(json!({"url": "https://good.example/a"})), Action::Allow);
+    // ... and are read as written, not as a path whose `..` is resolved.
+    assert_eq!(d(json!({"url": "https://evil.example/../x"})), Action::Deny);
     // A pattern's value with a NUL, or not a string, cannot be read.
     assert_eq!(d(json!({"branch": "main\u{0}x"})), Action::Deny);
     assert_eq!(d(json!({"branch": ["main"]})), Action::Deny);
