@@ -185,11 +185,7 @@ async fn two_clients_of_one_http_source_each_answer_only_their_own_question() {
 #[tokio::test]
 async fn a_prompt_that_asks_reaches_the_client_fetching_it() {
     let scratch = Scratch::new();
-    let config = scratch
-        .reviewed_config("[sources.s]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\n")
-        .await;
-    let (_airlock, url) = scratch.serve_http(&config).await;
-    let (together, people, clients) = two_people(&scratch, &url).await;
+    let (_airlock, together, people, clients) = two_people_on_a_shared_stdio_source(&scratch).await;
     let fetched = ask_through(
         &clients[1],
         "prompt:s__test_prompt_with_elicitation",
@@ -210,16 +206,30 @@ async fn a_prompt_that_asks_reaches_the_client_fetching_it() {
     );
 }
 
+/// Ada and Grace, connected over HTTP to an airlock whose one source `s`
+/// is a single stdio process on the older protocol, shared by both.
+async fn two_people_on_a_shared_stdio_source(
+    scratch: &Scratch,
+) -> (
+    tokio::process::Child,
+    Arc<Barrier>,
+    Vec<Person>,
+    Vec<RunningService<RoleClient, Person>>,
+) {
+    let config = scratch
+        .reviewed_config("[sources.s]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\n")
+        .await;
+    let (airlock, url) = scratch.serve_http(&config).await;
+    let (together, people, clients) = two_people(scratch, &url).await;
+    (airlock, together, people, clients)
+}
+
 /// Where the source cannot say and the sessions share its process, the
 /// request is refused, never guessed, and the refusal names the setting.
 #[tokio::test]
 async fn a_shared_stdio_source_refuses_what_it_cannot_tell_apart_and_says_how_to_fix_it() {
     let scratch = Scratch::new();
-    let config = scratch
-        .reviewed_config("[sources.s]\ncommand = \"{conformance}\"\nprotocol = \"legacy\"\n")
-        .await;
-    let (_airlock, url) = scratch.serve_http(&config).await;
-    let (together, people, clients) = two_people(&scratch, &url).await;
+    let (_airlock, together, people, clients) = two_people_on_a_shared_stdio_source(&scratch).await;
     // ada's call waits in its elicitation until grace's call is in flight too.
     let first = clients[0].call_tool(call("s__test_elicitation", json!({"message": "for ada"})));
     let second = async {
