@@ -16,7 +16,11 @@ const KEEP: Duration = Duration::from_secs(60);
 
 /// Opens `link` in the user's browser through a private forwarding file.
 pub fn open(data_dir: &Path, link: &str) -> anyhow::Result<()> {
-    let file = forwarding_file(data_dir, link)?;
+    launch(forwarding_file(data_dir, link)?)
+}
+
+/// Points the browser at a forwarding file, removed a minute later.
+fn launch(file: PathBuf) -> anyhow::Result<()> {
     let target = format!("file://{}", file.display());
     let opened = webbrowser::open(&target);
     let cleanup = file.clone();
@@ -31,16 +35,39 @@ pub fn open(data_dir: &Path, link: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Opens an OAuth provider's authorization URL the same way: through a
+/// private forwarding file, the URL escaped into it.
+pub fn open_url(data_dir: &Path, url: &str) -> anyhow::Result<()> {
+    if !(url.starts_with("https://")
+        || url.starts_with("http://127.0.0.1:")
+        || url.starts_with("http://localhost:"))
+    {
+        anyhow::bail!("refusing to open an authorization URL that is not https");
+    }
+    let escaped: String = url
+        .chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '"' => "&quot;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '\'' => "&#39;".to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    let file = write_private(
+        data_dir,
+        &format!(
+            "<!doctype html><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\">\
+             <meta http-equiv=\"refresh\" content=\"0;url={escaped}\"><title>airlock</title>\
+             <p>Opening the login page…</p>\n"
+        ),
+    )?;
+    launch(file)
+}
+
 /// Writes the private page that forwards to `link`.
 fn forwarding_file(data_dir: &Path, link: &str) -> anyhow::Result<PathBuf> {
-    let dir = data_dir.join("open");
-    std::fs::create_dir_all(&dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    let file = dir.join(format!("{}.html", airlock_common::random::hex::<16>()));
     // The link is ours (http://127.0.0.1:PORT/open/<hex>), so it needs no
     // escaping in HTML; refuse anything else rather than quote it.
     if !link.starts_with("http://127.0.0.1:")
@@ -55,6 +82,20 @@ fn forwarding_file(data_dir: &Path, link: &str) -> anyhow::Result<PathBuf> {
          <meta http-equiv=\"refresh\" content=\"0;url={link}\"><title>airlock</title>\
          <p>Opening the approval page…</p>\n"
     );
+    write_private(data_dir, &html)
+}
+
+/// A new file only the user can read, in a directory only the user can
+/// enter, holding `html`.
+fn write_private(data_dir: &Path, html: &str) -> anyhow::Result<PathBuf> {
+    let dir = data_dir.join("open");
+    std::fs::create_dir_all(&dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let file = dir.join(format!("{}.html", airlock_common::random::hex::<16>()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]

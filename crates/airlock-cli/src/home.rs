@@ -43,7 +43,7 @@ pub fn secret_store() -> anyhow::Result<Box<dyn airlock_secrets::SecretStore>> {
 /// The hub's secrets: references resolve from the secret store, and every
 /// stored value is known to the scrubber from the start.
 pub fn hub_secrets() -> anyhow::Result<std::sync::Arc<airlock_gateway::secrets::HubSecrets>> {
-    let secrets = airlock_gateway::secrets::HubSecrets::new(secret_store()?);
+    let secrets = airlock_gateway::secrets::HubSecrets::new(secret_store()?, data_dir()?);
     secrets.learn_stored();
     Ok(secrets)
 }

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod audit;
+mod auth;
 mod browser;
 mod channels;
 mod doctor;
@@ -74,6 +75,12 @@ enum Command {
     Doctor {
         #[arg(long, short)]
         config: Option<PathBuf>,
+    },
+    /// Log in to a url source that asks for OAuth, see where logins
+    /// stand, or log out.
+    Auth {
+        #[command(subcommand)]
+        command: AuthCommand,
     },
     /// Store, list or remove secrets that config refers to by name.
     Secret {
@@ -202,6 +209,36 @@ enum PolicyCommand {
 }
 
 #[derive(Subcommand)]
+enum AuthCommand {
+    /// Log in: opens the browser at the provider, waits for its redirect
+    /// on 127.0.0.1, stores the tokens in the secret store.
+    Login {
+        source: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Print the authorization URL alone on stdout instead of opening
+        /// a browser, and wait for the redirect.
+        #[arg(long)]
+        no_browser: bool,
+        /// Ask for this scope too (repeatable).
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+    },
+    /// Issuer, registration, scopes and expiry of each login (never a value).
+    Status {
+        source: Option<String>,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Revoke the tokens at the provider, then delete them here.
+    Logout {
+        source: String,
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum AuditCommand {
     /// Check the hash chain and name the first broken record.
     Verify,
@@ -219,6 +256,18 @@ fn main() -> ExitCode {
         }
         Command::Status { calls } => status::run(calls),
         Command::Doctor { config } => doctor::run(config),
+        Command::Auth { command } => match command {
+            AuthCommand::Login {
+                source,
+                config,
+                no_browser,
+                scopes,
+            } => auth::login(config.as_deref(), &source, no_browser, &scopes),
+            AuthCommand::Status { source, config } => {
+                auth::status(config.as_deref(), source.as_deref())
+            }
+            AuthCommand::Logout { source, config } => auth::logout(config.as_deref(), &source),
+        },
         Command::Secret { command } => match command {
             SecretCommand::Set { name } => secret::set(&name),
             SecretCommand::List => secret::list(),

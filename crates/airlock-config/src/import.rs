@@ -348,6 +348,7 @@ fn parse_client_json_for(
             quote_output: true,
             protocol: crate::model::Protocol::Auto,
             sessions: crate::model::Sessions::default(),
+            oauth: Default::default(),
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

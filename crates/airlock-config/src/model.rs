@@ -176,6 +176,40 @@ pub struct SourceConfig {
     /// Whether client sessions share one connection to an older source or
     /// each has its own (see [`Sessions`]).
     pub sessions: Sessions,
+    /// How airlock logs in to a url source that asks for OAuth. Nothing
+    /// needs setting for the common case (discovery and dynamic
+    /// registration); see [`OAuthSettings`].
+    pub oauth: OAuthSettings,
+}
+
+/// `[sources.NAME.oauth]`: what a provider needs beyond discovery.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OAuthSettings {
+    /// A client registered with the provider beforehand.
+    pub client_id: Option<String>,
+    /// The name of the stored secret holding its secret (written
+    /// `secret:NAME` in the file; never a literal).
+    pub client_secret: Option<String>,
+    /// The https URL of airlock's Client ID Metadata Document, used as the
+    /// client id where the authorization server supports such documents.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for, beyond what the server's challenge names.
+    pub scopes: Vec<String>,
+    /// The resource indicator (RFC 8707) sent on authorization, token and
+    /// refresh requests.
+    pub resource: ResourceIndicator,
+}
+
+/// Which `resource` airlock names to the authorization server.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ResourceIndicator {
+    /// The server's own URL (or the resource its metadata names).
+    #[default]
+    Server,
+    /// This value instead.
+    Override(String),
+    /// None at all, for providers that reject the parameter.
+    Omit,
 }
 
 /// How client sessions reach a source that speaks a protocol before
@@ -271,6 +305,7 @@ impl Config {
                 quote_output: false,
                 protocol: Protocol::Auto,
                 sessions: Sessions::default(),
+                oauth: OAuthSettings::default(),
                 connection: "demo".into(),
                 allow_private: false,
             }],

@@ -9,7 +9,8 @@ use toml::Spanned;
 
 use crate::error::ConfigError;
 use crate::model::{
-    ApprovalPage, Config, HubSettings, Layer, Protocol, Sessions, SourceConfig, Transport,
+    ApprovalPage, Config, HubSettings, Layer, OAuthSettings, Protocol, ResourceIndicator, Sessions,
+    SourceConfig, Transport,
 };
 use crate::names::validate_source_name;
 use crate::rules::RawRule;
@@ -60,6 +61,26 @@ struct RawSource {
     quote_output: Option<bool>,
     protocol: Option<Spanned<String>>,
     sessions: Option<Spanned<String>>,
+    oauth: Option<Spanned<RawOAuth>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOAuth {
+    client_id: Option<Spanned<String>>,
+    client_secret: Option<Spanned<String>>,
+    client_metadata_url: Option<Spanned<String>>,
+    #[serde(default)]
+    scopes: Vec<Spanned<String>>,
+    resource: Option<Spanned<RawResource>>,
+}
+
+/// `resource = "https://…"` or `resource = false`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawResource {
+    Value(String),
+    Flag(bool),
 }
 
 pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -326,6 +347,18 @@ fn parse_source(
             }
         },
     };
+    let oauth = match s.oauth.take() {
+        None => OAuthSettings::default(),
+        Some(o) if !matches!(transport, Transport::Http { .. }) => {
+            return Err(err(
+                o.span().start,
+                format!("{key}.oauth"),
+                "`oauth` applies only to url sources".into(),
+                "remove the [oauth] table from this command source".into(),
+            ));
+        }
+        Some(o) => parse_oauth(path, text, &key, o.into_inner())?,
+    };
     let connection = match s.connection {
         Some(c) if c.get_ref().is_empty() => {
             return Err(err(
@@ -351,8 +384,123 @@ fn parse_source(
             quote_output: s.quote_output.unwrap_or(!s.trusted.unwrap_or(false)),
             protocol,
             sessions,
+            oauth,
         },
     ))
+}
+
+/// `[sources.NAME.oauth]`: a client secret only by reference, URLs that
+/// can be sent to an authorization server, scopes without spaces.
+fn parse_oauth(
+    path: &Path,
+    text: &str,
+    key: &str,
+    o: RawOAuth,
+) -> Result<OAuthSettings, ConfigError> {
+    let err = |offset, key, msg, fix| error_at(path, text, offset, key, msg, fix);
+    let key = format!("{key}.oauth");
+    let non_empty = |v: Spanned<String>, name: &str| {
+        if v.get_ref().trim().is_empty() {
+            Err(err(
+                v.span().start,
+                format!("{key}.{name}"),
+                format!("`{name}` is empty"),
+                format!("give a value, or remove `{name}`"),
+            ))
+        } else {
+            Ok(v)
+        }
+    };
+    let client_id = o.client_id.map(|v| non_empty(v, "client_id")).transpose()?;
+    let client_secret = match o.client_secret {
+        None => None,
+        Some(v) => {
+            let at = format!("{key}.client_secret");
+            let value = v.get_ref();
+            let name = value.strip_prefix("secret:").or_else(|| {
+                value
+                    .strip_prefix("${secret:")
+                    .and_then(|r| r.strip_suffix('}'))
+            });
+            if !name.is_some_and(|n| !n.is_empty() && !n.contains(['$', '{', '}', ':'])) {
+                return Err(err(
+                    v.span().start,
+                    at,
+                    "`client_secret` must name a stored secret, never hold the value".into(),
+                    "store it with `airlock secret set NAME` and write client_secret = \"secret:NAME\""
+                        .into(),
+                ));
+            }
+            if client_id.is_none() {
+                return Err(err(
+                    v.span().start,
+                    at,
+                    "`client_secret` without `client_id`: a secret belongs to a registered client"
+                        .into(),
+                    "add the client_id the provider gave you, or remove client_secret".into(),
+                ));
+            }
+            name.map(str::to_string)
+        }
+    };
+    let https = |v: Spanned<String>, name: &str| -> Result<String, ConfigError> {
+        let ok = url::Url::parse(v.get_ref())
+            .is_ok_and(|u| u.scheme() == "https" && u.host().is_some() && u.path() != "/");
+        if !ok {
+            return Err(err(
+                v.span().start,
+                format!("{key}.{name}"),
+                format!("`{}` is not an https URL with a path", v.get_ref()),
+                "write the document's full https address, e.g. https://example.com/airlock/client.json"
+                    .into(),
+            ));
+        }
+        Ok(v.into_inner())
+    };
+    let client_metadata_url = o
+        .client_metadata_url
+        .map(|v| https(v, "client_metadata_url"))
+        .transpose()?;
+    let mut scopes = Vec::new();
+    for s in o.scopes {
+        if s.get_ref().is_empty() || s.get_ref().contains(char::is_whitespace) {
+            return Err(err(
+                s.span().start,
+                format!("{key}.scopes"),
+                format!("`{}` is not one scope", s.get_ref()),
+                "list each scope as its own string, e.g. scopes = [\"read\", \"write\"]".into(),
+            ));
+        }
+        scopes.push(s.into_inner());
+    }
+    let resource = match o.resource {
+        None => ResourceIndicator::Server,
+        Some(r) => {
+            let start = r.span().start;
+            match r.into_inner() {
+                RawResource::Flag(true) => ResourceIndicator::Server,
+                RawResource::Flag(false) => ResourceIndicator::Omit,
+                RawResource::Value(v) => {
+                    if url::Url::parse(&v).map_or(true, |u| u.cannot_be_a_base()) {
+                        return Err(err(
+                            start,
+                            format!("{key}.resource"),
+                            format!("`{v}` is not an absolute URL"),
+                            "write the resource the provider expects (an absolute URL), or resource = false to send none".into(),
+                        ));
+                    }
+                    ResourceIndicator::Override(v)
+                }
+            }
+        }
+    };
+    Ok(OAuthSettings {
+        client_id: client_id.map(Spanned::into_inner),
+        client_secret,
+        client_metadata_url,
+        scopes,
+        resource,
+    })
 }
 
 fn duration(
@@ -621,5 +769,129 @@ call_timeout = "2m"
         let e = parse("[sources.a]\ncommand = \"x\"\nargs = \"-y\"\n").unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.message.contains("invalid type"), "{e}");
+    }
+
+    const WEB: &str = "[sources.web]\nurl = \"https://mcp.example.com/mcp\"\n";
+
+    fn oauth(table: &str) -> Result<OAuthSettings, ConfigError> {
+        parse(&format!("{WEB}[sources.web.oauth]\n{table}"))
+            .map(|c| c.sources.into_iter().next().unwrap().oauth)
+    }
+
+    #[test]
+    fn oauth_defaults_to_discovery_and_the_servers_resource() {
+        let c = parse(WEB).unwrap();
+        assert_eq!(c.sources[0].oauth, OAuthSettings::default());
+        assert_eq!(c.sources[0].oauth.resource, ResourceIndicator::Server);
+    }
+
+    #[test]
+    fn oauth_reads_every_setting() {
+        let o = oauth(concat!(
+            "client_id = \"airlock-desktop\"\n",
+            "client_secret = \"secret:web-client\"\n",
+            "client_metadata_url = \"https://example.com/airlock/client.json\"\n",
+            "scopes = [\"read\", \"write\"]\n",
+            "resource = \"https://api.example.com/\"\n",
+        ))
+        .unwrap();
+        assert_eq!(o.client_id.as_deref(), Some("airlock-desktop"));
+        assert_eq!(o.client_secret.as_deref(), Some("web-client"));
+        assert_eq!(
+            o.client_metadata_url.as_deref(),
+            Some("https://example.com/airlock/client.json")
+        );
+        assert_eq!(o.scopes, ["read", "write"]);
+        assert_eq!(
+            o.resource,
+            ResourceIndicator::Override("https://api.example.com/".into())
+        );
+        let braced =
+            oauth("client_id = \"a\"\nclient_secret = \"${secret:web-client}\"\n").unwrap();
+        assert_eq!(braced.client_secret.as_deref(), Some("web-client"));
+        assert_eq!(
+            oauth("resource = false\n").unwrap().resource,
+            ResourceIndicator::Omit
+        );
+        assert_eq!(
+            oauth("resource = true\n").unwrap().resource,
+            ResourceIndicator::Server
+        );
+    }
+
+    #[test]
+    fn an_oauth_client_secret_is_only_ever_a_reference() {
+        for literal in [
+            "s3cr3t-value",
+            "secret:",
+            "${secret:}",
+            "${secret:a",
+            "secret:${x}",
+            "${env:TOKEN}",
+            "",
+        ] {
+            let e = oauth(&format!(
+                "client_id = \"a\"\nclient_secret = \"{literal}\"\n"
+            ))
+            .unwrap_err();
+            assert_eq!(
+                e.key.as_deref(),
+                Some("sources.web.oauth.client_secret"),
+                "{literal}"
+            );
+            assert!(e.message.contains("never hold the value"), "{literal}: {e}");
+            if !literal.is_empty() && literal.len() > 8 {
+                assert!(
+                    !e.to_string().contains("s3cr3t"),
+                    "the value is echoed: {e}"
+                );
+            }
+        }
+        let e = oauth("client_secret = \"secret:web-client\"\n").unwrap_err();
+        assert!(e.message.contains("without `client_id`"), "{e}");
+    }
+
+    #[test]
+    fn oauth_settings_that_cannot_work_are_refused_with_their_key() {
+        let cases = [
+            ("client_id = \"\"\n", "client_id", "is empty"),
+            (
+                "client_metadata_url = \"http://example.com/c.json\"\n",
+                "client_metadata_url",
+                "https URL",
+            ),
+            (
+                "client_metadata_url = \"https://example.com/\"\n",
+                "client_metadata_url",
+                "with a path",
+            ),
+            (
+                "client_metadata_url = \"client.json\"\n",
+                "client_metadata_url",
+                "https URL",
+            ),
+            ("scopes = [\"read write\"]\n", "scopes", "not one scope"),
+            ("scopes = [\"\"]\n", "scopes", "not one scope"),
+            ("resource = \"api\"\n", "resource", "absolute URL"),
+            ("resource = \"mailto:a@b\"\n", "resource", "absolute URL"),
+        ];
+        for (table, key, says) in cases {
+            let e = oauth(table).unwrap_err();
+            assert_eq!(
+                e.key.as_deref(),
+                Some(format!("sources.web.oauth.{key}").as_str()),
+                "{table}"
+            );
+            assert!(e.message.contains(says), "{table}: {e}");
+        }
+        let e = oauth("client_idd = \"a\"\n").unwrap_err();
+        assert!(e.fix.contains("did you mean `client_id`"), "{e}");
+    }
+
+    #[test]
+    fn oauth_belongs_to_url_sources_only() {
+        let e = parse("[sources.fs]\ncommand = \"npx\"\n[sources.fs.oauth]\nclient_id = \"a\"\n")
+            .unwrap_err();
+        assert!(e.message.contains("only to url sources"), "{e}");
     }
 }

@@ -33,6 +33,14 @@ const SOURCE_KEYS: &[&str] = &[
     "quote_output",
     "protocol",
     "sessions",
+    "oauth",
+];
+const OAUTH_KEYS: &[&str] = &[
+    "client_id",
+    "client_secret",
+    "client_metadata_url",
+    "scopes",
+    "resource",
 ];
 const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
 const RULE_KEYS: &[&str] = &[
@@ -71,6 +79,8 @@ pub(crate) fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Config
             CONDITION_KEYS
         } else if header == "rules" {
             RULE_KEYS
+        } else if header.ends_with(".oauth") {
+            OAUTH_KEYS
         } else {
             SOURCE_KEYS
         };

@@ -12,12 +12,15 @@ pub struct HubSecrets {
     /// Every value resolved so far; the scrubber is rebuilt when it grows.
     known: Mutex<Vec<String>>,
     scrubber: RwLock<Arc<Scrubber>>,
+    /// Where lock files for token refreshes go (the data directory).
+    locks: std::path::PathBuf,
 }
 
 impl HubSecrets {
-    pub fn new(store: Box<dyn SecretStore>) -> Arc<HubSecrets> {
+    pub fn new(store: Box<dyn SecretStore>, locks: std::path::PathBuf) -> Arc<HubSecrets> {
         Arc::new(HubSecrets {
             store,
+            locks,
             known: Mutex::new(Vec::new()),
             scrubber: RwLock::new(Arc::new(Scrubber::new::<&str>(&[]))),
         })
@@ -66,6 +69,41 @@ impl HubSecrets {
             }
         }
         self.register(&values);
+    }
+}
+
+impl airlock_upstream::Vault for HubSecrets {
+    fn get(&self, name: &str) -> Result<Option<String>, String> {
+        match self.store.get(name) {
+            Ok(v) => {
+                self.register(std::slice::from_ref(&v));
+                Ok(Some(v.expose().to_string()))
+            }
+            Err(airlock_secrets::SecretError::Missing(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn set(&self, name: &str, value: &str) -> Result<(), String> {
+        let value = airlock_secrets::SecretValue::new(value.to_string());
+        self.register(std::slice::from_ref(&value));
+        self.store.set(name, &value).map_err(|e| e.to_string())
+    }
+
+    fn remove(&self, name: &str) -> Result<bool, String> {
+        self.store.remove(name).map_err(|e| e.to_string())
+    }
+
+    fn describe(&self) -> String {
+        self.store.describe()
+    }
+
+    fn learn(&self, value: &str) {
+        self.register(&[airlock_secrets::SecretValue::new(value.to_string())]);
+    }
+
+    fn lock_dir(&self) -> std::path::PathBuf {
+        self.locks.clone()
     }
 }
 

@@ -156,9 +156,12 @@ tool = "web__read"
     let database = sqlite.path().to_path_buf();
     let store: Arc<dyn Store> = sqlite;
     let reads = Arc::new(AtomicUsize::new(0));
-    let secrets = HubSecrets::new(Box::new(Counting {
-        reads: reads.clone(),
-    }));
+    let secrets = HubSecrets::new(
+        Box::new(Counting {
+            reads: reads.clone(),
+        }),
+        dir.path().join("home"),
+    );
     let hub = Hub::start(config, store.clone(), secrets);
     hub.settled(Duration::from_secs(10)).await;
 

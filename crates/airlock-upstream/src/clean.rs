@@ -49,6 +49,25 @@ mod tests {
 
     struct Known(Scrubber);
 
+    impl crate::ports::Vault for Known {
+        fn get(&self, _: &str) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+        fn set(&self, _: &str, _: &str) -> Result<(), String> {
+            Err("read-only".into())
+        }
+        fn remove(&self, _: &str) -> Result<bool, String> {
+            Ok(false)
+        }
+        fn describe(&self) -> String {
+            "nothing".into()
+        }
+        fn learn(&self, _: &str) {}
+        fn lock_dir(&self) -> std::path::PathBuf {
+            std::env::temp_dir()
+        }
+    }
+
     impl Secrets for Known {
         fn resolve(&self, text: &str) -> Result<String, String> {
             Ok(text.to_string())

@@ -324,6 +324,7 @@ mod tests {
             quote_output: true,
             protocol: airlock_config::Protocol::Auto,
             sessions: airlock_config::Sessions::default(),
+            oauth: Default::default(),
         }
     }
 

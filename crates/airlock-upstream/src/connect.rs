@@ -251,30 +251,42 @@ pub(crate) async fn connect(
                 headers,
                 secrets.clone(),
             )?;
-            let transport = StreamableHttpClientTransport::with_client(
-                client,
-                StreamableHttpClientTransportConfig::with_uri(target.as_str())
-                    .max_json_response_size(max_message_bytes)
-                    .max_sse_event_size(max_message_bytes),
-            );
-            let service = match tokio::time::timeout(
-                timeout,
-                handler.serve_with_lifecycle(transport, lifecycle(config.protocol)),
-            )
-            .await
-            {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    return Err(format!(
-                        "the MCP handshake with {url} failed: {}",
-                        handshake_failure(&e)
-                    ));
+            let http = StreamableHttpClientTransportConfig::with_uri(target.as_str())
+                .max_json_response_size(max_message_bytes)
+                .max_sse_event_size(max_message_bytes);
+            // A source with its own Authorization header does not log in;
+            // one that has logged in sends its token (refreshed ahead of
+            // expiry) on every request.
+            let static_auth = headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"));
+            let oauth = crate::oauth::Target::of(config)?;
+            let authorized = if static_auth {
+                None
+            } else {
+                let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
+                crate::oauth::authorized(&oauth, vault, client.clone()).await?
+            };
+            let service = match authorized {
+                Some(client) => {
+                    handshake_http(
+                        StreamableHttpClientTransport::with_client(client, http),
+                        config,
+                        handler,
+                        timeout,
+                        secrets,
+                    )
+                    .await?
                 }
-                Err(_) => {
-                    return Err(format!(
-                        "no MCP handshake from {url} within {}s",
-                        timeout.as_secs()
-                    ));
+                None => {
+                    handshake_http(
+                        StreamableHttpClientTransport::with_client(client, http),
+                        config,
+                        handler,
+                        timeout,
+                        secrets,
+                    )
+                    .await?
                 }
             };
             Ok(Connection::new(
@@ -283,6 +295,48 @@ pub(crate) async fn connect(
                 Arc::new(Mutex::new(VecDeque::new())),
             ))
         }
+    }
+}
+
+/// The MCP handshake over Streamable HTTP, within `timeout`. A server that
+/// asks for a login (401) fails the source with the command that gives it
+/// one; the source's record says so, for `status` and `doctor`.
+async fn handshake_http<C>(
+    transport: StreamableHttpClientTransport<C>,
+    config: &SourceConfig,
+    handler: UpstreamClient,
+    timeout: Duration,
+    secrets: &Arc<dyn Secrets>,
+) -> Result<RunningService<RoleClient, UpstreamClient>, String>
+where
+    C: rmcp::transport::streamable_http_client::StreamableHttpClient + Send + Sync + 'static,
+{
+    let url = match &config.transport {
+        Transport::Http { url, .. } => url.as_str(),
+        Transport::Stdio { .. } => "",
+    };
+    match tokio::time::timeout(
+        timeout,
+        handler.serve_with_lifecycle(transport, lifecycle(config.protocol)),
+    )
+    .await
+    {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => {
+            if let Some(why) = crate::oauth::login_needed(&e as &(dyn std::error::Error + 'static))
+            {
+                let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
+                return Err(crate::oauth::mark_needs_login(&config.name, vault, why));
+            }
+            Err(format!(
+                "the MCP handshake with {url} failed: {}",
+                handshake_failure(&e)
+            ))
+        }
+        Err(_) => Err(format!(
+            "no MCP handshake from {url} within {}s",
+            timeout.as_secs()
+        )),
     }
 }
 

@@ -240,6 +240,24 @@ pub type HttpClient = reqwest::Client;
 /// made to an address the guarded resolver checked, so reusing one
 /// cannot reach anywhere new.
 pub fn client(allow_private: bool) -> Result<reqwest::Client, String> {
+    build(allow_private, true)
+}
+
+/// The same guard, and a redirect is returned to the caller rather than
+/// followed (token and registration requests: OAuth says not to follow).
+pub fn client_without_redirects(allow_private: bool) -> Result<reqwest::Client, String> {
+    build(allow_private, false)
+}
+
+fn build(allow_private: bool, follow: bool) -> Result<reqwest::Client, String> {
+    if !follow {
+        return reqwest::Client::builder()
+            .dns_resolver(GuardedResolver::system(allow_private))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"));
+    }
     let redirects = reqwest::redirect::Policy::custom(move |attempt| {
         let first = attempt.previous().first().cloned();
         if attempt.previous().len() > MAX_REDIRECTS {

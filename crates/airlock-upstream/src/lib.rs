@@ -19,10 +19,11 @@ mod credentials;
 pub mod egress;
 mod lanes;
 mod listen;
+pub mod oauth;
 mod ports;
 mod snapshot;
 mod source;
 
 pub use connect::INHERITED_ENV;
-pub use ports::{BoxFuture, Cause, Downstream, Lane, Secrets, SourceState};
+pub use ports::{BoxFuture, Cause, Downstream, Lane, Secrets, SourceState, Vault};
 pub use source::{PendingCall, Snapshot, Source, UpstreamError};

@@ -62,7 +62,7 @@ pub trait Downstream: Send + Sync + 'static {
 
 /// Resolving secret references in a source's env and headers, and keeping
 /// the values out of what the source says about itself (stderr, errors).
-pub trait Secrets: Send + Sync + 'static {
+pub trait Secrets: Vault {
     /// The text with `secret:NAME` / `${secret:NAME}` replaced by values,
     /// which from then on are scrubbed from everything that leaves.
     fn resolve(&self, text: &str) -> Result<String, String>;
@@ -76,6 +76,25 @@ pub trait Secrets: Send + Sync + 'static {
     fn finds_in_serialized(&self, json: &[u8]) -> bool;
     /// Whether any secret is known (when none is, scrubbing is skipped).
     fn active(&self) -> bool;
+}
+
+/// Secrets airlock keeps for itself (OAuth tokens and registrations) in
+/// the same store as the person's own. Every value read or written is
+/// from then on scrubbed from everything that leaves.
+pub trait Vault: Send + Sync + 'static {
+    fn get(&self, name: &str) -> Result<Option<String>, String>;
+    fn set(&self, name: &str, value: &str) -> Result<(), String>;
+    /// Whether there was anything to remove.
+    fn remove(&self, name: &str) -> Result<bool, String>;
+    /// Where values are kept, in a person's words (the keychain, or the
+    /// private file that is the fallback).
+    fn describe(&self) -> String;
+    /// Scrub this value from now on without storing it (a value held only
+    /// for a moment, such as an authorization code).
+    fn learn(&self, value: &str);
+    /// A private directory for the lock files that keep two airlock
+    /// processes from refreshing the same token at once.
+    fn lock_dir(&self) -> std::path::PathBuf;
 }
 
 /// Where a source stands.

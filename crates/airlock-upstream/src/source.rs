@@ -40,6 +40,10 @@ pub enum UpstreamError {
     Mcp { src: String, error: rmcp::ErrorData },
     #[error("source `{src}` failed: {detail}")]
     Other { src: String, detail: String },
+    /// The server wants a person to log in (or to grant more scope): the
+    /// message names the command.
+    #[error("{0}")]
+    NeedsLogin(String),
 }
 
 pub struct Source {
@@ -412,7 +416,9 @@ impl Source {
             Ok(Err(e)) => {
                 self.drop_peer();
                 conn.close().await;
-                return format!("listing its tools failed: {e}");
+                return self
+                    .needs_login(&e)
+                    .unwrap_or_else(|| format!("listing its tools failed: {e}"));
             }
             Err(_) => {
                 self.drop_peer();
@@ -750,7 +756,18 @@ impl Source {
     }
 
     fn classify(&self, e: ServiceError) -> UpstreamError {
-        classify(&self.name, self.secrets.as_ref(), e)
+        match self.needs_login(&e) {
+            Some(why) => UpstreamError::NeedsLogin(why),
+            None => classify(&self.name, self.secrets.as_ref(), e),
+        }
+    }
+
+    /// When the server refused for want of a login (or of scope): notes it
+    /// in the source's login record and says what to run.
+    fn needs_login(&self, e: &ServiceError) -> Option<String> {
+        let needed = crate::oauth::login_needed(e as &(dyn std::error::Error + 'static))?;
+        let vault: Arc<dyn crate::ports::Vault> = self.secrets.clone();
+        Some(crate::oauth::mark_needs_login(&self.name, vault, needed))
     }
 }
 

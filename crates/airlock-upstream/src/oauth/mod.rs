@@ -1,0 +1,182 @@
+//! OAuth 2.1 to url sources, as the MCP authorization spec asks.
+//!
+//! - [`login`]: a person's `airlock auth login`: discovery (RFC 9728, then
+//!   RFC 8414 / OpenID metadata), registration (remembered, pre-registered,
+//!   metadata document, dynamic), authorization code with PKCE S256, the
+//!   loopback redirect and airlock's own single-use state;
+//! - [`vault`]: tokens and registrations in the secret store, the refresh
+//!   lock shared by every airlock process;
+//! - [`http`]: every OAuth request, through the egress guard;
+//! - [`revoke`]: logging out at the provider (RFC 7009) before forgetting.
+//!
+//! rmcp's `auth` module does the protocol; this wraps it where the spec or
+//! a security review asks more (S256 refused when not offered, a 256-bit
+//! state, the resource indicator's override, error bodies never shown).
+
+mod http;
+pub mod login;
+pub mod revoke;
+pub mod vault;
+
+use std::sync::Arc;
+
+use rmcp::transport::auth::{AuthClient, AuthorizationManager, OAuthClientConfig};
+
+pub use login::{Callback, Granted, Login, REFUSED, Target};
+pub use vault::{Record, Registration, TokenVault};
+
+use crate::ports::Vault;
+
+/// The command that logs a source in, for messages.
+pub fn login_command(source: &str) -> String {
+    format!("airlock auth login {source}")
+}
+
+/// What a source that needs a login says instead of answering.
+pub fn needs_login(source: &str, why: Option<&str>) -> String {
+    match why {
+        Some(why) => format!(
+            "`{source}` needs you to log in ({why}): run `{}` in a terminal",
+            login_command(source)
+        ),
+        None => format!(
+            "`{source}` needs you to log in: run `{}` in a terminal",
+            login_command(source)
+        ),
+    }
+}
+
+/// The authorized HTTP client for a source that has logged in, wrapping
+/// `inner`; `None` when no login is stored (a server that then answers 401
+/// makes the source wait for one).
+pub(crate) async fn authorized<C>(
+    target: &Target,
+    secrets: Arc<dyn Vault>,
+    inner: C,
+) -> Result<Option<AuthClient<C>>, String> {
+    let vault = TokenVault::new(&target.source, secrets);
+    let record = vault.record()?;
+    let (Some(client_id), Some(metadata), true) = (
+        record.client_id.clone(),
+        record.metadata.clone(),
+        record.has_access,
+    ) else {
+        return Ok(None);
+    };
+    let http = Arc::new(http::EgressOAuthHttp::new(
+        target.allow_private,
+        target.settings.resource.clone(),
+    )?);
+    let mut manager = AuthorizationManager::new_with_oauth_http_client(target.url.as_str(), http)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot prepare the OAuth client of `{}`: {e}",
+                target.source
+            )
+        })?;
+    manager.set_metadata(metadata);
+    let mut config =
+        OAuthClientConfig::new(client_id, target.url.clone()).with_scopes(record.scopes.clone());
+    if let Some(secret) = vault.client_secret()? {
+        config = config.with_client_secret(secret);
+    } else if let Some(name) = &target.settings.client_secret
+        && record.registration == Some(Registration::PreRegistered)
+    {
+        config = config.with_client_secret(vault.configured_secret(name)?);
+    }
+    manager.configure_client(config).map_err(|e| {
+        format!(
+            "cannot prepare the OAuth client of `{}`: {e}",
+            target.source
+        )
+    })?;
+    manager.set_credential_store(vault);
+    Ok(Some(AuthClient::new(inner, manager)))
+}
+
+/// Why a failed request means a person must log in, if it does: the
+/// server's 401 challenge, or its 403 asking for more scope (whose scopes
+/// the next login asks for too).
+pub(crate) fn login_needed(e: &(dyn std::error::Error + 'static)) -> Option<Needed> {
+    use rmcp::transport::auth::AuthError;
+    use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(http) = err.downcast_ref::<E<reqwest::Error>>() {
+            match http {
+                E::AuthRequired(a) => {
+                    return Some(Needed::Login(Some(a.www_authenticate_header.clone())));
+                }
+                E::Auth(AuthError::AuthorizationRequired) => return Some(Needed::Login(None)),
+                E::InsufficientScope(s) => {
+                    let scope = s.required_scope.clone().or_else(|| {
+                        rmcp::transport::auth::WWWAuthenticateParams::parse(
+                            &s.www_authenticate_header,
+                            &url::Url::parse("http://localhost/").ok()?,
+                        )
+                        .scope
+                    });
+                    return Some(Needed::Scope(
+                        scope.unwrap_or_default(),
+                        s.www_authenticate_header.clone(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        if let Some(init) = err.downcast_ref::<rmcp::service::ClientInitializeError>()
+            && let rmcp::service::ClientInitializeError::TransportError { error, .. } = init
+        {
+            next = Some(error.error.as_ref());
+            continue;
+        }
+        next = err.source();
+    }
+    None
+}
+
+/// What a source needs before it can answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Needed {
+    /// A login, with the server's challenge when it sent one.
+    Login(Option<String>),
+    /// More scope (space-separated), and the challenge that asked.
+    Scope(String, String),
+}
+
+/// Notes in the source's record that it needs a person, and says so.
+pub(crate) fn mark_needs_login(source: &str, secrets: Arc<dyn Vault>, needed: Needed) -> String {
+    let vault = TokenVault::new(source, secrets);
+    let why = match &needed {
+        Needed::Login(_) => "the server asks for authorization".to_string(),
+        Needed::Scope(s, _) if s.is_empty() => "the server asks for more scope".to_string(),
+        Needed::Scope(s, _) => format!("the server asks for more scope: {s}"),
+    };
+    let mut capped = false;
+    let marked = vault.update(|r| {
+        match &needed {
+            Needed::Login(Some(c)) | Needed::Scope(_, c) => r.challenge = Some(c.clone()),
+            Needed::Login(None) => {}
+        }
+        if let Needed::Scope(s, _) = &needed {
+            for scope in s.split_whitespace() {
+                if !r.wanted_scopes.iter().any(|w| w == scope) {
+                    r.wanted_scopes.push(scope.to_string());
+                }
+            }
+            capped = r.step_ups >= login::MAX_STEP_UPS;
+        }
+        r.needs_login = Some(why.clone());
+    });
+    if let Err(e) = marked {
+        tracing::warn!(%source, error = %e, "cannot record that the source needs a login");
+    }
+    if capped {
+        return format!(
+            "`{source}` still asks for more scope after {} logins; airlock stops asking for it. Check what the account may grant",
+            login::MAX_STEP_UPS
+        );
+    }
+    needs_login(source, Some(&why))
+}
