@@ -8,8 +8,12 @@ directly must pass through airlock.
 Then the suite's client scenarios with airlock as the client under test
 (`conformance_client.py` puts airlock in front of each scenario's server):
 every check passes or is listed, with its reason, in
-`conformance-client-expected-failures.txt`. Prints the tallies; exits 1 on
-any regression.
+`conformance-client-expected-failures.txt`. And every authorization
+scenario each suite lists, at every protocol version it lists it for
+(`conformance_auth.py` logs airlock in as a person would), except the
+extensions airlock does not implement (client credentials, DPoP,
+enterprise-managed authorization, workload identity). Prints the tallies;
+exits 1 on any regression.
 
 The suite's client cannot be given headers, and airlock's HTTP face wants
 the user's token on every request, so the suite reaches airlock through a
@@ -220,29 +224,54 @@ def expected_client_failures() -> dict:
     return expected
 
 
+def auth_scenarios(suite: Path) -> list:
+    """[(scenario, version)] for every authorization scenario `suite`
+    lists, at each version it names (not extensions, nor a draft that the
+    newer suite runs at its dated version)."""
+    listed = subprocess.run([str(NODE), str(suite), "list"], capture_output=True, text=True, check=True).stdout
+    runs = []
+    for name, versions in re.findall(r"^\s*- (auth/[\w.-]+) \[([^\]]+)\]", listed, re.M):
+        for version in versions.split(","):
+            if version not in ("extension", "draft"):
+                runs.append((name, version))
+    if not runs:
+        sys.exit(f"{suite}: lists no authorization scenarios; the suite's output changed")
+    return runs
+
+
+def run_client_scenarios(label: str, suite: Path, runs: list, script: str, work: Path, results: dict) -> None:
+    command = f"{sys.executable} {Path(__file__).with_name(script)}"
+    for scenario, version in runs:
+        out = work / label / version / scenario
+        try:
+            subprocess.run(
+                [str(NODE), str(suite), "client", "--command", command, "--scenario", scenario,
+                 "--spec-version", version, "-o", str(out)],
+                check=False,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            results[f"{label}/{version}/{scenario}/finished"] = "FAILURE"
+            continue
+        found = sorted(out.glob("**/checks.json"))
+        if not found:
+            results[f"{label}/{version}/{scenario}/ran"] = "FAILURE"
+        for checks in found:
+            for check in json.loads(checks.read_text()):
+                results[f"{label}/{version}/{scenario}/{check['id']}"] = check["status"]
+
+
 def client_side() -> bool:
     """airlock as the client under test: whether every check passed or
     failed as expected."""
-    suite = SUITES["0.2.0-alpha.12"]
     work = Path(tempfile.mkdtemp(prefix="airlock-conformance-client-"))
-    command = f"{sys.executable} {Path(__file__).with_name('conformance_client.py')}"
     results = {}
-    for scenario, version in CLIENT_SCENARIOS:
-        out = work / version / scenario
-        subprocess.run(
-            [str(NODE), str(suite), "client", "--command", command, "--scenario", scenario,
-             "--spec-version", version, "-o", str(out)],
-            check=False,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=300,
-        )
-        found = sorted(out.glob("*/checks.json"))
-        if not found:
-            results[f"{version}/{scenario}/ran"] = "FAILURE"
-        for checks in found:
-            for check in json.loads(checks.read_text()):
-                results[f"{version}/{scenario}/{check['id']}"] = check["status"]
+    newest = SUITES["0.2.0-alpha.12"]
+    run_client_scenarios("0.2.0-alpha.12", newest, CLIENT_SCENARIOS, "conformance_client.py", work, results)
+    for label, suite in SUITES.items():
+        run_client_scenarios(label, suite, auth_scenarios(suite), "conformance_auth.py", work, results)
     expected = expected_client_failures()
     print(f"client scenarios, airlock as the client: {tally(results)}")
     unexpected = [c for c, s in results.items() if s == "FAILURE" and c not in expected]

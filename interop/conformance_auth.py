@@ -114,21 +114,32 @@ def main() -> None:
         + f"\n[sources.s.oauth]\n{oauth}"
         + '\n[[rules]]\naction = "allow"\nsource = "*"\n'
     )
-    def review() -> bool:
-        return subprocess.run(
+    def review() -> tuple:
+        """Whether every tool was reviewed, and whether airlock asked for a
+        login instead."""
+        done = subprocess.run(
             [str(AIRLOCK), "tools", "review", "--config", str(config), "--approve-all"],
             env=env,
-            stdout=sys.stderr,
-        ).returncode == 0
+            capture_output=True,
+            text=True,
+        )
+        return done.returncode == 0, "needs you to log in" in done.stdout + done.stderr
 
     # As a person meets it: the source fails to start until it is logged
-    # in (a server that asks at once), or a call says to log in (one that
-    # asks only when a tool is called).
-    if not review():
+    # in (a server that asks at once, or again after it moved to another
+    # authorization server), or a call says to log in (one that asks only
+    # when a tool is called). A person logs in when airlock says to, and
+    # only then.
+    for _ in range(MAX_LOGINS):
+        reviewed, asked = review()
+        if reviewed:
+            break
+        if not asked:
+            sys.exit("the tools could not be reviewed, and airlock did not ask for a login")
         if not login(config, env):
             sys.exit("airlock did not log in")
-        if not review():
-            sys.exit("the tools could not be reviewed after the login")
+    else:
+        sys.exit("the tools could not be reviewed after logging in")
 
     async def calls() -> bool:
         """Lists and calls every tool; whether a call asked for a login."""
@@ -139,7 +150,6 @@ def main() -> None:
             for tool in tools:
                 result = await client.call_tool(tool.name, {})
                 text = " ".join(getattr(c, "text", "") for c in result.content)
-                print(f"{tool.name}: {text}", file=sys.stderr)
                 if "needs you to log in" in text:
                     asked = True
             return asked

@@ -71,9 +71,28 @@ pub fn login(
     let vault = vault()?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .context("cannot listen on 127.0.0.1 for the login's redirect")?;
+        // The port the last login listened on where it is free, so a
+        // provider that registered that exact redirect accepts it again.
+        let last_port = oauth::TokenVault::new(source, vault.clone())
+            .record()
+            .ok()
+            .and_then(|r| r.redirect_uri)
+            .and_then(|u| {
+                let rest = u.strip_prefix("http://127.0.0.1:")?;
+                rest.split('/').next()?.parse::<u16>().ok()
+            });
+        let fresh = || async {
+            tokio::net::TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .context("cannot listen on 127.0.0.1 for the login's redirect")
+        };
+        let listener = match last_port {
+            Some(port) => match tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+                Ok(l) => l,
+                Err(_) => fresh().await?,
+            },
+            None => fresh().await?,
+        };
         let redirect_uri = format!("http://127.0.0.1:{}/callback", listener.local_addr()?.port());
         let login = Login::begin(&target, vault, &redirect_uri, scopes)
             .await

@@ -144,6 +144,7 @@ pub(crate) async fn connect(
     timeout: Duration,
     max_message_bytes: usize,
     secrets: &Arc<dyn Secrets>,
+    login: &crate::oauth::Watch,
 ) -> Result<Connection, String> {
     match &config.transport {
         Transport::Stdio {
@@ -261,16 +262,21 @@ pub(crate) async fn connect(
                 .keys()
                 .any(|k| k.eq_ignore_ascii_case("authorization"));
             let oauth = crate::oauth::Target::of(config)?;
+            let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
             let authorized = if static_auth {
                 None
             } else {
-                let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
-                crate::oauth::authorized(&oauth, vault, client.clone()).await?
+                crate::oauth::authorized(&oauth, vault.clone(), client.clone()).await?
             };
+            // A refusal after the handshake ends rmcp's connection; the
+            // watch keeps why, for the call that was refused.
             let service = match authorized {
                 Some(client) => {
                     handshake_http(
-                        StreamableHttpClientTransport::with_client(client, http),
+                        StreamableHttpClientTransport::with_client(
+                            crate::oauth::Watched::new(client, &config.name, vault, login.clone()),
+                            http,
+                        ),
                         config,
                         handler,
                         timeout,
@@ -280,7 +286,10 @@ pub(crate) async fn connect(
                 }
                 None => {
                     handshake_http(
-                        StreamableHttpClientTransport::with_client(client, http),
+                        StreamableHttpClientTransport::with_client(
+                            crate::oauth::Watched::new(client, &config.name, vault, login.clone()),
+                            http,
+                        ),
                         config,
                         handler,
                         timeout,

@@ -70,6 +70,9 @@ pub struct Source {
     /// source: waited for before the source is stopped (see
     /// [`Source::cancellations_sent`]).
     farewells: tokio_util::task::TaskTracker,
+    /// Why the server last refused a request for want of a login, for the
+    /// call it refused (see [`crate::oauth::Watch`]).
+    login: crate::oauth::Watch,
     me: Weak<Source>,
 }
 
@@ -105,6 +108,7 @@ impl Source {
             subscribing: Arc::default(),
             lanes: Lanes::default(),
             farewells: tokio_util::task::TaskTracker::new(),
+            login: crate::oauth::Watch::default(),
             me: me.clone(),
         })
     }
@@ -208,7 +212,7 @@ impl Source {
                 Err(why) => Err(why),
                 Ok(()) => tokio::select! {
                     _ = self.shutdown.cancelled() => break,
-                    r = connect(&self.config, self.handler(Lane::Shared, None), self.connect_timeout, self.max_message_bytes, &self.secrets) => r,
+                    r = connect(&self.config, self.handler(Lane::Shared, None), self.connect_timeout, self.max_message_bytes, &self.secrets, &self.login) => r,
                 },
             };
             let attempt = attempt.map_err(|d| self.secrets.scrub(&d));
@@ -351,6 +355,7 @@ impl Source {
             self.connect_timeout,
             self.max_message_bytes,
             &self.secrets,
+            &self.login,
         )
         .await?;
         let lane = OwnConnection::open(conn, Arc::default(), changed, self.shutdown.child_token());
@@ -416,9 +421,10 @@ impl Source {
             Ok(Err(e)) => {
                 self.drop_peer();
                 conn.close().await;
-                return self
-                    .needs_login(&e)
-                    .unwrap_or_else(|| format!("listing its tools failed: {e}"));
+                return match self.classify(e) {
+                    UpstreamError::NeedsLogin(why) => why,
+                    other => format!("listing its tools failed: {other}"),
+                };
             }
             Err(_) => {
                 self.drop_peer();
@@ -563,6 +569,7 @@ impl Source {
             handle: Some(handle),
             source: self.name.clone(),
             secrets: self.secrets.clone(),
+            login: self.login.clone(),
             farewells: self.farewells.clone(),
             finished: false,
         })
@@ -756,18 +763,30 @@ impl Source {
     }
 
     fn classify(&self, e: ServiceError) -> UpstreamError {
-        match self.needs_login(&e) {
-            Some(why) => UpstreamError::NeedsLogin(why),
-            None => classify(&self.name, self.secrets.as_ref(), e),
-        }
+        refused(&self.name, &self.secrets, &self.login, e)
     }
+}
 
-    /// When the server refused for want of a login (or of scope): notes it
-    /// in the source's login record and says what to run.
-    fn needs_login(&self, e: &ServiceError) -> Option<String> {
-        let needed = crate::oauth::login_needed(e as &(dyn std::error::Error + 'static))?;
-        let vault: Arc<dyn crate::ports::Vault> = self.secrets.clone();
-        Some(crate::oauth::mark_needs_login(&self.name, vault, needed))
+/// A failed request: a server that wants a login (or more scope) says so
+/// and is noted in the source's login record; anything else as it was.
+fn refused(
+    name: &str,
+    secrets: &Arc<dyn Secrets>,
+    login: &crate::oauth::Watch,
+    e: ServiceError,
+) -> UpstreamError {
+    // A refusal the transport saw ends the connection; the request then
+    // sees only that it closed.
+    let seen = login.take();
+    if let Some(needed) = crate::oauth::login_needed(&e as &(dyn std::error::Error + 'static)) {
+        let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
+        return UpstreamError::NeedsLogin(crate::oauth::mark_needs_login(name, vault, needed));
+    }
+    match (seen, &e) {
+        (Some(why), ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+            UpstreamError::NeedsLogin(why)
+        }
+        _ => classify(name, secrets.as_ref(), e),
     }
 }
 
@@ -864,6 +883,7 @@ pub struct PendingCall {
     handle: Option<RequestHandle<RoleClient>>,
     source: Arc<str>,
     secrets: Arc<dyn Secrets>,
+    login: crate::oauth::Watch,
     farewells: tokio_util::task::TaskTracker,
     finished: bool,
 }
@@ -926,7 +946,7 @@ impl PendingCall {
                 src: self.source.to_string(),
                 detail,
             }),
-            Err(e) => Err(classify(&self.source, secrets, e)),
+            Err(e) => Err(refused(&self.source, &self.secrets, &self.login, e)),
         }
     }
 }

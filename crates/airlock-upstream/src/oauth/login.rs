@@ -153,9 +153,11 @@ impl Login {
         }
         manager.set_metadata(metadata.clone());
 
-        // The scopes: what the config and the person ask for, what the
-        // server's challenge names, and on a step-up the union of what was
-        // granted and what the server asked for since.
+        // The scopes, least first: on a step-up what was granted and what
+        // the server asked for since (their union); what the config and the
+        // person ask for; what the server's challenge names. Only with none
+        // of these does rmcp choose (the resource's published scopes); a
+        // refresh token is asked for where the server offers one.
         let mut scopes: Vec<String> = Vec::new();
         if stepping_up {
             scopes.extend(record.scopes.iter().cloned());
@@ -163,8 +165,16 @@ impl Login {
         }
         scopes.extend(target.settings.scopes.iter().cloned());
         scopes.extend(extra_scopes.iter().cloned());
-        if !scopes.is_empty() {
-            scopes.extend(manager.select_scopes(None, &[]));
+        if let Some(named) = challenge.as_deref().and_then(challenged_scope) {
+            scopes.extend(named.split_whitespace().map(str::to_string));
+        }
+        if !scopes.is_empty()
+            && metadata
+                .scopes_supported
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|s| s == "offline_access"))
+        {
+            scopes.push("offline_access".into());
         }
         let mut seen = std::collections::HashSet::new();
         scopes.retain(|s| seen.insert(s.clone()));
@@ -174,7 +184,11 @@ impl Login {
         let issuer = metadata.issuer.clone();
         let same_issuer = record.issuer == issuer;
         let remembered = match (&record.client_id, record.registration, same_issuer) {
-            (Some(id), Some(kind), true) if kind_matches(kind, id, &target.settings) => {
+            (Some(id), Some(kind), true)
+                if kind_matches(kind, id, &target.settings)
+                    && (kind != Registration::Dynamic
+                        || record.redirect_uri.as_deref() == Some(redirect_uri)) =>
+            {
                 Some((id.clone(), kind, vault.client_secret()?))
             }
             _ => None,
@@ -280,6 +294,7 @@ impl Login {
         record.client_id = Some(client_id);
         record.registration = Some(kind);
         record.metadata = Some(metadata);
+        record.redirect_uri = Some(redirect_uri.to_string());
         Ok(Login {
             session,
             http,
@@ -316,17 +331,19 @@ impl Login {
     /// Only the first callback with this login's state, within
     /// [`STATE_TTL`], goes on; every other gets [`Callback::Refused`].
     pub async fn callback(&mut self, query: &str) -> Callback {
-        let mut state = None;
-        let mut code = None;
-        let mut iss = None;
-        let mut error = None;
+        // Each parameter once: a second `state` or `code` is a callback
+        // someone composed, whichever of them a reader would take.
+        let (mut state, mut code, mut iss, mut error) = (None, None, None, None);
         for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
-            match k.as_ref() {
-                "state" if state.is_none() => state = Some(v.into_owned()),
-                "code" if code.is_none() => code = Some(v.into_owned()),
-                "iss" if iss.is_none() => iss = Some(v.into_owned()),
-                "error" if error.is_none() => error = Some(v.into_owned()),
-                _ => {}
+            let slot = match k.as_ref() {
+                "state" => &mut state,
+                "code" => &mut code,
+                "iss" => &mut iss,
+                "error" => &mut error,
+                _ => continue,
+            };
+            if slot.replace(v.into_owned()).is_some() {
+                return Callback::Refused;
             }
         }
         let matches = state.as_deref().is_some_and(|s| same(s, &self.state));
@@ -379,6 +396,7 @@ impl Login {
             r.client_id = base.client_id.clone();
             r.registration = base.registration;
             r.metadata = base.metadata.clone();
+            r.redirect_uri = base.redirect_uri.clone();
             r.needs_login = None;
             r.challenge = None;
             if stepping_up {
@@ -416,67 +434,82 @@ fn kind_matches(kind: Registration, id: &str, settings: &OAuthSettings) -> bool 
     }
 }
 
+/// The scope a `WWW-Authenticate` challenge names, if it names one.
+fn challenged_scope(challenge: &str) -> Option<String> {
+    let base = url::Url::parse("http://localhost/").ok()?;
+    rmcp::transport::auth::WWWAuthenticateParams::parse(challenge, &base)
+        .scope
+        .filter(|s| !s.trim().is_empty())
+}
+
 /// Constant-time equality of two states.
 fn same(a: &str, b: &str) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
-/// Asks the server once without credentials and returns its challenge:
-/// the `WWW-Authenticate` of a 401 (or of a 403 asking for more scope).
+/// Asks the server without credentials and returns its challenge: the
+/// `WWW-Authenticate` of a 401 (or of a 403 asking for more scope). First
+/// as a client before 2026-07-28 starts (`initialize`), then, where that is
+/// refused outright, as a 2026-07-28 client does (`server/discover`).
 async fn probe(target: &Target) -> Result<Option<String>, String> {
     let client = crate::egress::client(target.allow_private)?;
-    let body = serde_json::json!({
+    let client_info = serde_json::json!({"name": "airlock", "version": env!("CARGO_PKG_VERSION")});
+    let legacy = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "airlock", "version": env!("CARGO_PKG_VERSION")}}
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info}
     });
-    let response = tokio::time::timeout(
-        super::http::TIMEOUT,
-        client
+    let modern = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "server/discover",
+        "params": {"_meta": {"io.modelcontextprotocol/clientInfo": client_info}}
+    });
+    for (body, version) in [(legacy, None), (modern, Some("2026-07-28"))] {
+        let mut request = client
             .post(&target.url)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
-            .body(body.to_string())
-            .send(),
-    )
-    .await
-    .map_err(|_| {
-        format!(
-            "`{}` did not answer within {}s",
-            target.source,
-            super::http::TIMEOUT.as_secs()
-        )
-    })?
-    .map_err(|e| {
-        let host = url::Url::parse(&target.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_default();
-        format!(
-            "cannot reach `{}`: {}",
-            target.source,
-            super::http::reach_error(&host, &e)
-        )
-    })?;
-    let status = response.status().as_u16();
-    let challenge = response
-        .headers()
-        .get_all(http::header::WWW_AUTHENTICATE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
-        .map(str::to_string);
-    match status {
-        401 | 403 => Ok(challenge),
-        // It lets the handshake through and may ask only when a tool is
-        // called: discovery goes by the well-known paths.
-        s if (200..300).contains(&s) => Ok(None),
-        s => Err(format!(
-            "`{}` answered HTTP {s} rather than asking for a login",
-            target.source
-        )),
+            .body(body.to_string());
+        if let Some(v) = version {
+            request = request.header("mcp-protocol-version", v);
+        }
+        let response = tokio::time::timeout(super::http::TIMEOUT, request.send())
+            .await
+            .map_err(|_| {
+                format!(
+                    "`{}` did not answer within {}s",
+                    target.source,
+                    super::http::TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| {
+                let host = url::Url::parse(&target.url)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!(
+                    "cannot reach `{}`: {}",
+                    target.source,
+                    super::http::reach_error(&host, &e)
+                )
+            })?;
+        let status = response.status().as_u16();
+        if status == 401 || status == 403 {
+            return Ok(response
+                .headers()
+                .get_all(http::header::WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"))
+                .map(str::to_string));
+        }
+        if (200..300).contains(&status) {
+            break;
+        }
     }
+    // It lets a request through (and may ask only when a tool is called),
+    // or refuses both without a challenge: discovery goes by the
+    // well-known paths.
+    Ok(None)
 }
 
 /// An OAuth failure in airlock's words. What the provider wrote is never
@@ -495,10 +528,10 @@ pub(crate) fn describe(e: &AuthError, http: &EgressOAuthHttp, stage: &str) -> St
             expected_issuer,
             received_issuer,
         } => format!(
-            "the redirect names issuer {received_issuer}, not {expected_issuer}: refused (a mix-up attack looks like this)"
+            "{stage}: the authorization server is named {received_issuer}, not {expected_issuer}: refused (a mix-up attack looks like this)"
         ),
         E::AuthorizationServerMissingIssuer { expected_issuer } => format!(
-            "the authorization server promised to name itself in the redirect (iss) and did not; expected {expected_issuer}: refused"
+            "{stage}: the authorization server did not name itself where it must (its issuer {expected_issuer}): refused"
         ),
         E::ProtectedResourceMetadataInvalid { url, reason } => {
             format!("the protected resource metadata at {url} is unusable: {reason}")

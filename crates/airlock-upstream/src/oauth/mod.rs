@@ -17,6 +17,7 @@ mod http;
 pub mod login;
 pub mod revoke;
 pub mod vault;
+mod watch;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use rmcp::transport::auth::{AuthClient, AuthorizationManager, OAuthClientConfig}
 
 pub use login::{Callback, Granted, Login, REFUSED, Target};
 pub use vault::{Record, Registration, TokenVault};
+pub(crate) use watch::{Watch, Watched};
 
 use crate::ports::Vault;
 
@@ -97,33 +99,13 @@ pub(crate) async fn authorized<C>(
 
 /// Why a failed request means a person must log in, if it does: the
 /// server's 401 challenge, or its 403 asking for more scope (whose scopes
-/// the next login asks for too).
+/// the next login asks for too). Looks through the error's causes.
 pub(crate) fn login_needed(e: &(dyn std::error::Error + 'static)) -> Option<Needed> {
-    use rmcp::transport::auth::AuthError;
     use rmcp::transport::streamable_http_client::StreamableHttpError as E;
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = next {
         if let Some(http) = err.downcast_ref::<E<reqwest::Error>>() {
-            match http {
-                E::AuthRequired(a) => {
-                    return Some(Needed::Login(Some(a.www_authenticate_header.clone())));
-                }
-                E::Auth(AuthError::AuthorizationRequired) => return Some(Needed::Login(None)),
-                E::InsufficientScope(s) => {
-                    let scope = s.required_scope.clone().or_else(|| {
-                        rmcp::transport::auth::WWWAuthenticateParams::parse(
-                            &s.www_authenticate_header,
-                            &url::Url::parse("http://localhost/").ok()?,
-                        )
-                        .scope
-                    });
-                    return Some(Needed::Scope(
-                        scope.unwrap_or_default(),
-                        s.www_authenticate_header.clone(),
-                    ));
-                }
-                _ => {}
-            }
+            return needed_by(http);
         }
         if let Some(init) = err.downcast_ref::<rmcp::service::ClientInitializeError>()
             && let rmcp::service::ClientInitializeError::TransportError { error, .. } = init
@@ -134,6 +116,35 @@ pub(crate) fn login_needed(e: &(dyn std::error::Error + 'static)) -> Option<Need
         next = err.source();
     }
     None
+}
+
+/// [`login_needed`] for the transport's own error.
+pub(crate) fn needed_by<E>(
+    e: &rmcp::transport::streamable_http_client::StreamableHttpError<E>,
+) -> Option<Needed>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::transport::auth::AuthError;
+    use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+    match e {
+        E::AuthRequired(a) => Some(Needed::Login(Some(a.www_authenticate_header.clone()))),
+        E::Auth(AuthError::AuthorizationRequired) => Some(Needed::Login(None)),
+        E::InsufficientScope(s) => {
+            let scope = s.required_scope.clone().or_else(|| {
+                rmcp::transport::auth::WWWAuthenticateParams::parse(
+                    &s.www_authenticate_header,
+                    &url::Url::parse("http://localhost/").ok()?,
+                )
+                .scope
+            });
+            Some(Needed::Scope(
+                scope.unwrap_or_default(),
+                s.www_authenticate_header.clone(),
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What a source needs before it can answer.

@@ -81,6 +81,11 @@ pub struct Record {
     /// Logins in a row that asked for more scope; capped.
     #[serde(default)]
     pub step_ups: u32,
+    /// The loopback redirect a dynamic registration was made for: a login
+    /// listening elsewhere registers again (not every provider lets a
+    /// loopback redirect change its port, as RFC 8252 asks).
+    #[serde(default)]
+    pub redirect_uri: Option<String>,
 }
 
 impl Record {
