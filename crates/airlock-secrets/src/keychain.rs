@@ -53,17 +53,10 @@ impl KeychainStore {
     }
 
     fn save_names(&self, names: &BTreeSet<String>) -> Result<(), SecretError> {
-        if let Some(dir) = self.index.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        std::fs::write(
+        crate::files::replace(
             &self.index,
-            serde_json::to_string(names).unwrap_or_default(),
+            serde_json::to_string(names).unwrap_or_default().as_bytes(),
         )
-        .map_err(|source| SecretError::Io {
-            path: self.index.display().to_string(),
-            source,
-        })
     }
 }
 
@@ -89,6 +82,7 @@ impl SecretStore for KeychainStore {
                 .and_then(|e| e.set_password(value.expose()))
                 .map_err(platform)
         })?;
+        let _held = crate::files::exclusive(&self.index)?;
         let mut names = self.names_set()?;
         names.insert(name.to_string());
         self.save_names(&names)
@@ -102,6 +96,7 @@ impl SecretStore for KeychainStore {
                 Err(e) => Err(platform(e)),
             }
         })?;
+        let _held = crate::files::exclusive(&self.index)?;
         let mut names = self.names_set()?;
         if names.remove(name) {
             self.save_names(&names)?;

@@ -10,6 +10,7 @@
 //! text rather than reading every byte when every form is long enough. [`StreamScrubber`] does the same over a stream
 //! of chunks, so a value split across two chunks is still caught.
 
+mod files;
 mod keychain;
 mod needles;
 mod scrub;

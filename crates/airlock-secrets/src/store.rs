@@ -93,26 +93,12 @@ impl FileStore {
     }
 
     fn write(&self, map: &BTreeMap<String, String>) -> Result<(), SecretError> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
-        }
-        let tmp = self.path.with_extension("json.tmp");
-        {
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut f = options.open(&tmp).map_err(|e| self.io(e))?;
-            std::io::Write::write_all(
-                &mut f,
-                serde_json::to_string_pretty(map)
-                    .unwrap_or_default()
-                    .as_bytes(),
-            )
-            .map_err(|e| self.io(e))?;
-            f.sync_all().map_err(|e| self.io(e))?;
-        }
-        std::fs::rename(&tmp, &self.path).map_err(|e| self.io(e))
+        crate::files::replace(
+            &self.path,
+            serde_json::to_string_pretty(map)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
     }
 }
 
@@ -128,12 +114,14 @@ impl SecretStore for FileStore {
         if !valid_name(name) {
             return Err(SecretError::BadName(name.to_string()));
         }
+        let _held = crate::files::exclusive(&self.path)?;
         let mut map = self.read()?;
         map.insert(name.to_string(), value.0.clone());
         self.write(&map)
     }
 
     fn remove(&self, name: &str) -> Result<bool, SecretError> {
+        let _held = crate::files::exclusive(&self.path)?;
         let mut map = self.read()?;
         let had = map.remove(name).is_some();
         if had {
@@ -191,6 +179,30 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writers_at_once_lose_no_secret() {
+        // Separate stores on one file stand for separate airlock processes.
+        let dir = tempfile::tempdir().unwrap();
+        let writers: Vec<_> = (0..6)
+            .map(|w| {
+                let path = dir.path().to_path_buf();
+                std::thread::spawn(move || {
+                    let store = FileStore::in_dir(&path);
+                    for i in 0..15 {
+                        store
+                            .set(&format!("w{w}-{i}"), &SecretValue::new(format!("v{w}{i}")))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let names = FileStore::in_dir(dir.path()).names().unwrap();
+        assert_eq!(names.len(), 6 * 15, "a concurrent change was lost");
+    }
 
     #[test]
     fn file_store_round_trip_is_private() {
