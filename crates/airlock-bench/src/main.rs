@@ -10,6 +10,7 @@ mod approvals;
 mod egress;
 mod keepalive;
 mod messages;
+mod oauth;
 mod policy;
 mod scrub;
 mod sessions;
@@ -434,12 +435,17 @@ async fn main() -> anyhow::Result<()> {
                 report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
                 return Ok(());
             }
+            "--only" if args[i + 1] == "oauth" => {
+                let dir = tempfile::tempdir()?;
+                println!("{}", oauth::render(&oauth::run(dir.path(), 2000).await?));
+                return Ok(());
+            }
             "--only" if args[i + 1] == "policy" => {
                 report_policy(&policy::run());
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|policy|approvals|keepalive|sessions|startup"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|policy|approvals|keepalive|sessions|startup"
             ),
         }
         i += 2;
@@ -661,6 +667,9 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("approvals");
     let approvals = approvals::run(&dir.path().join("approvals"), 50, 1000).await?;
 
+    eprintln!("a login's cost per call");
+    let login = oauth::run(dir.path(), 2000).await?;
+
     report(&rows, &opts, ready_direct, ready_hub);
     report_keep_alive(&keep_alive);
     println!("{}", sessions::render(&per_session));
@@ -670,6 +679,7 @@ async fn main() -> anyhow::Result<()> {
     println!("\n{}", messages::render(&whole));
     report_policy(&deciding);
     report_egress(&guard);
+    println!("\n{}", oauth::render(&login));
     Ok(())
 }
 

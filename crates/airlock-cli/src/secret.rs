@@ -21,6 +21,11 @@ pub fn set(name: &str) -> anyhow::Result<ExitCode> {
     if !valid_name(name) {
         anyhow::bail!("`{name}` is not a secret name: use letters, digits, '_' and '-' (1 to 64)");
     }
+    if airlock_common::is_reserved_secret_name(name) {
+        anyhow::bail!(
+            "`{name}` starts with `oauth_`, which airlock keeps for its own logins; choose another name (`airlock auth` manages logins)"
+        );
+    }
     let value = if std::io::stdin().is_terminal() {
         rpassword::prompt_password(format!("value for {name} (not shown): "))?
     } else {

@@ -1,10 +1,19 @@
 //! Small helpers every airlock crate shares, each written once: the clock
 //! ([`now_ms`]), random bytes and ids from the OS ([`random`]), text cut
 //! to a size at a character boundary ([`text`]), and did-you-mean
-//! suggestions ([`closest`]).
+//! suggestions ([`closest`]), the secret names airlock reserves
+//! ([`is_reserved_secret_name`]).
 
 pub mod random;
 pub mod text;
+
+/// Secret names airlock keeps for itself (a source's OAuth login:
+/// `oauth_NAME`, `oauth_NAME_access`, …). A person cannot store one or
+/// refer to one in config, so nothing but a login reads or writes them.
+pub fn is_reserved_secret_name(name: &str) -> bool {
+    name.get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("oauth_"))
+}
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub fn now_ms() -> i64 {

@@ -243,6 +243,12 @@ fn check_reference(value: &str) -> Result<(), (String, String)> {
                 "write secret:NAME or ${secret:NAME} with letters, digits, '_' and '-'".into(),
             ));
         }
+        if airlock_common::is_reserved_secret_name(n) {
+            return Err((
+                format!("`{n}` names one of airlock's own OAuth entries, which config cannot use"),
+                "store the value under a name that does not start with `oauth_`".into(),
+            ));
+        }
     }
     Ok(())
 }

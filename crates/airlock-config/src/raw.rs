@@ -422,7 +422,11 @@ fn parse_oauth(
                     .strip_prefix("${secret:")
                     .and_then(|r| r.strip_suffix('}'))
             });
-            if !name.is_some_and(|n| !n.is_empty() && !n.contains(['$', '{', '}', ':'])) {
+            if !name.is_some_and(|n| {
+                !n.is_empty()
+                    && !n.contains(['$', '{', '}', ':'])
+                    && !airlock_common::is_reserved_secret_name(n)
+            }) {
                 return Err(err(
                     v.span().start,
                     at,
@@ -828,6 +832,8 @@ call_timeout = "2m"
             "${secret:a",
             "secret:${x}",
             "${env:TOKEN}",
+            "secret:oauth_web_access",
+            "${secret:OAUTH_web}",
             "",
         ] {
             let e = oauth(&format!(

@@ -217,13 +217,13 @@ async fn a_person_logs_in_once_and_the_tokens_stay_out_of_sight() {
     // Where the tokens are: the secret store, and nowhere a person, the
     // model or a log reader sees.
     let secrets = stored(&scratch);
-    let tokens: Vec<&str> = ["oauth-web-access", "oauth-web-refresh", "oauth-web-client"]
+    let tokens: Vec<&str> = ["oauth_web_access", "oauth_web_refresh", "oauth_web_client"]
         .iter()
         .map(|k| secrets[*k].as_str().expect("stored"))
         .collect();
     assert!(tokens[0].starts_with("at-") && tokens[1].starts_with("rt-"));
     let database = std::fs::read(scratch.home().join("airlock.db")).unwrap();
-    let record = secrets["oauth-web"].as_str().unwrap();
+    let record = secrets["oauth_web"].as_str().unwrap();
     for token in &tokens {
         for form in secret_forms(token) {
             assert!(!bytes_contain(&database, &form), "a token is in airlock.db");
@@ -329,7 +329,7 @@ async fn a_provider_without_s256_is_never_asked() {
     let log = provider.log().await;
     assert_eq!(log["registrations"], 0, "nothing registered");
     assert_eq!(log["authorize"].as_array().unwrap().len(), 0);
-    assert!(!stored(&scratch).keys().any(|k| k.starts_with("oauth-web-")));
+    assert!(!stored(&scratch).keys().any(|k| k.starts_with("oauth_web_")));
 }
 
 #[tokio::test]
@@ -375,9 +375,12 @@ async fn a_call_wanting_more_scope_names_it_and_the_next_login_asks_for_both() {
     assert!(review(&scratch, &config).await.0);
     let (texts, _) = call_through_hub(&scratch, &config, &["web__admin"]).await;
     assert!(
-        texts[0].contains("needs you to log in (the server asks for more scope: read admin)"),
+        texts[0].contains("needs you to log in (the server asks for more scope)"),
         "{texts:?}"
     );
+    // The server's scope names are its words: the person sees them, the
+    // model does not.
+    assert!(!texts[0].contains("admin"), "{texts:?}");
     log_in(&scratch, &config).await;
     let log = provider.log().await;
     assert_eq!(log["authorize"][1]["scope"], "read admin", "{log}");
@@ -425,7 +428,7 @@ async fn logout_revokes_at_the_provider_before_forgetting() {
             assert!(said.contains("not revoked"), "{said}");
         }
         assert!(
-            !stored(&scratch).keys().any(|k| k.starts_with("oauth-web")),
+            !stored(&scratch).keys().any(|k| k.starts_with("oauth_web")),
             "everything of the login is forgotten"
         );
         let status = airlock(
@@ -446,4 +449,25 @@ async fn logout_revokes_at_the_provider_before_forgetting() {
             "web: not logged in"
         );
     }
+}
+
+#[tokio::test]
+async fn tokens_are_never_sent_to_a_url_they_were_not_issued_for() {
+    let first = Provider::start(&[]).await;
+    let scratch = Scratch::new();
+    let config = first.config(&scratch);
+    log_in(&scratch, &config).await;
+    assert!(review(&scratch, &config).await.0);
+    // The person points the source elsewhere: the tokens stay behind.
+    let second = Provider::start(&[]).await;
+    let config = second.config(&scratch);
+    let (ok, said) = review(&scratch, &config).await;
+    assert!(!ok, "{said}");
+    assert!(said.contains("run `airlock auth login web`"), "{said}");
+    assert_eq!(
+        second.log().await["refused_bearers"],
+        0,
+        "a token went to the new URL"
+    );
+    assert_eq!(first.log().await["refused_bearers"], 0);
 }

@@ -258,9 +258,7 @@ pub(crate) async fn connect(
             // A source with its own Authorization header does not log in;
             // one that has logged in sends its token (refreshed ahead of
             // expiry) on every request.
-            let static_auth = headers
-                .keys()
-                .any(|k| k.eq_ignore_ascii_case("authorization"));
+            let static_auth = !crate::oauth::logs_in(config);
             let oauth = crate::oauth::Target::of(config)?;
             let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
             let authorized = if static_auth {
@@ -270,11 +268,17 @@ pub(crate) async fn connect(
             };
             // A refusal after the handshake ends rmcp's connection; the
             // watch keeps why, for the call that was refused.
+            let watching = (!static_auth).then_some(vault);
             let service = match authorized {
                 Some(client) => {
                     handshake_http(
                         StreamableHttpClientTransport::with_client(
-                            crate::oauth::Watched::new(client, &config.name, vault, login.clone()),
+                            crate::oauth::Watched::new(
+                                client,
+                                &config.name,
+                                watching,
+                                login.clone(),
+                            ),
                             http,
                         ),
                         config,
@@ -287,7 +291,12 @@ pub(crate) async fn connect(
                 None => {
                     handshake_http(
                         StreamableHttpClientTransport::with_client(
-                            crate::oauth::Watched::new(client, &config.name, vault, login.clone()),
+                            crate::oauth::Watched::new(
+                                client,
+                                &config.name,
+                                watching,
+                                login.clone(),
+                            ),
                             http,
                         ),
                         config,
@@ -332,7 +341,9 @@ where
     {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => {
-            if let Some(why) = crate::oauth::login_needed(&e as &(dyn std::error::Error + 'static))
+            if crate::oauth::logs_in(config)
+                && let Some(why) =
+                    crate::oauth::login_needed(&e as &(dyn std::error::Error + 'static))
             {
                 let vault: Arc<dyn crate::ports::Vault> = secrets.clone();
                 return Err(crate::oauth::mark_needs_login(&config.name, vault, why));

@@ -569,7 +569,7 @@ impl Source {
             handle: Some(handle),
             source: self.name.clone(),
             secrets: self.secrets.clone(),
-            login: self.login.clone(),
+            login: self.logs_in().then(|| self.login.clone()),
             farewells: self.farewells.clone(),
             finished: false,
         })
@@ -763,7 +763,16 @@ impl Source {
     }
 
     fn classify(&self, e: ServiceError) -> UpstreamError {
-        refused(&self.name, &self.secrets, &self.login, e)
+        refused(
+            &self.name,
+            &self.secrets,
+            self.logs_in().then_some(&self.login),
+            e,
+        )
+    }
+
+    fn logs_in(&self) -> bool {
+        crate::oauth::logs_in(&self.config)
     }
 }
 
@@ -772,9 +781,13 @@ impl Source {
 fn refused(
     name: &str,
     secrets: &Arc<dyn Secrets>,
-    login: &crate::oauth::Watch,
+    login: Option<&crate::oauth::Watch>,
     e: ServiceError,
 ) -> UpstreamError {
+    // Only a source that logs in is told to (see `oauth::logs_in`).
+    let Some(login) = login else {
+        return classify(name, secrets.as_ref(), e);
+    };
     // A refusal the transport saw ends the connection; the request then
     // sees only that it closed.
     let seen = login.take();
@@ -883,7 +896,8 @@ pub struct PendingCall {
     handle: Option<RequestHandle<RoleClient>>,
     source: Arc<str>,
     secrets: Arc<dyn Secrets>,
-    login: crate::oauth::Watch,
+    /// The source's login watch, when it logs in.
+    login: Option<crate::oauth::Watch>,
     farewells: tokio_util::task::TaskTracker,
     finished: bool,
 }
@@ -946,7 +960,7 @@ impl PendingCall {
                 src: self.source.to_string(),
                 detail,
             }),
-            Err(e) => Err(refused(&self.source, &self.secrets, &self.login, e)),
+            Err(e) => Err(refused(&self.source, &self.secrets, self.login.as_ref(), e)),
         }
     }
 }

@@ -7,7 +7,8 @@
 //! and serves until killed or until stdin closes. `/authorize` approves at
 //! once (no login page) but checks what a strict server checks; `/mcp` runs
 //! `whoami` and `admin` (which needs the `admin` scope) for a live bearer
-//! token; `GET /log` tells what it was asked, never a token's value.
+//! token; `GET /log` tells what it was asked (and how many bearer tokens it
+//! refused), never a token's value.
 //! `OAUTH_NO_S256=1` offers only `plain` PKCE; `OAUTH_EXPIRES_IN=N` sets the
 //! access tokens' lifetime in seconds (default 3600); `OAUTH_NO_REVOKE=1`
 //! leaves the revocation endpoint out of the metadata.
@@ -89,6 +90,8 @@ struct Log {
     revocations: Vec<Value>,
     refresh_reuse: u64,
     mcp: Vec<Value>,
+    /// Requests whose bearer token was refused (unknown, expired, revoked).
+    refused_bearers: u64,
     authorize: Vec<Value>,
     registrations: u64,
 }
@@ -415,6 +418,9 @@ async fn mcp(Ext(s): Ext<Shared>, headers: HeaderMap, body: Bytes) -> Response {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok()?.strip_prefix("Bearer "));
     let Some(access) = bearer.and_then(|t| s.live(t)) else {
+        if bearer.is_some() {
+            s.log.refused_bearers += 1;
+        }
         return challenge(&s.base, StatusCode::UNAUTHORIZED, "scope=\"read\"");
     };
     let (n, client_id, scope) = (access.n, access.client_id.clone(), access.scope.clone());

@@ -88,6 +88,8 @@ impl EgressOAuthHttp {
     }
 
     async fn run(&self, request: OAuthHttpRequest) -> Result<http::Response<Vec<u8>>, String> {
+        // A failure describes the request it belongs to, not a later one.
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let OAuthHttpRequest {
             mut request,
             redirect_policy,

@@ -166,7 +166,7 @@ impl Login {
         scopes.extend(target.settings.scopes.iter().cloned());
         scopes.extend(extra_scopes.iter().cloned());
         if let Some(named) = challenge.as_deref().and_then(challenged_scope) {
-            scopes.extend(named.split_whitespace().map(str::to_string));
+            scopes.extend(super::scope_tokens(&named).map(str::to_string));
         }
         if !scopes.is_empty()
             && metadata
@@ -189,10 +189,18 @@ impl Login {
                     && (kind != Registration::Dynamic
                         || record.redirect_uri.as_deref() == Some(redirect_uri)) =>
             {
-                Some((id.clone(), kind, vault.client_secret()?))
+                Some((
+                    id.clone(),
+                    kind,
+                    vault.secret_of_client(Some(kind), &target.settings)?,
+                ))
             }
             _ => None,
         };
+        if record.server.as_ref().is_some_and(|s| *s != target.url) && record.has_access {
+            tracing::info!(%source, "the source's URL changed; its tokens are not sent there");
+            vault.forget_tokens(Some("the source's URL changed"))?;
+        }
         if !same_issuer && record.client_id.is_some() {
             tracing::info!(%source, "the authorization server changed; registering again");
             vault.forget_tokens(Some("the source moved to another authorization server"))?;
@@ -278,16 +286,16 @@ impl Login {
             for (k, v) in &pairs {
                 q.append_pair(k, v);
             }
-            match (&target.settings.resource, resource) {
-                (ResourceIndicator::Omit, _) => {}
-                (ResourceIndicator::Override(v), _) => {
-                    q.append_pair("resource", v);
-                }
-                (ResourceIndicator::Server, Some(r)) => {
-                    q.append_pair("resource", &r);
-                }
-                (ResourceIndicator::Server, None) => {}
+            let named = match (&target.settings.resource, resource) {
+                (ResourceIndicator::Omit, _) => None,
+                (ResourceIndicator::Override(v), _) => Some(v.clone()),
+                (ResourceIndicator::Server, r) => r,
+            };
+            if let Some(r) = &named {
+                q.append_pair("resource", r);
             }
+            // The refreshes name the same resource as the login did.
+            record.resource = named;
             q.append_pair("state", &state);
         }
         record.issuer = issuer;
@@ -295,6 +303,7 @@ impl Login {
         record.registration = Some(kind);
         record.metadata = Some(metadata);
         record.redirect_uri = Some(redirect_uri.to_string());
+        record.server = Some(target.url.clone());
         Ok(Login {
             session,
             http,
@@ -397,6 +406,8 @@ impl Login {
             r.registration = base.registration;
             r.metadata = base.metadata.clone();
             r.redirect_uri = base.redirect_uri.clone();
+            r.server = base.server.clone();
+            r.resource = base.resource.clone();
             r.needs_login = None;
             r.challenge = None;
             if stepping_up {

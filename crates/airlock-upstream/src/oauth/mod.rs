@@ -28,6 +28,18 @@ pub use vault::{Record, Registration, TokenVault};
 pub(crate) use watch::{Watch, Watched};
 
 use crate::ports::Vault;
+use airlock_config as config;
+
+/// Whether a source logs in with OAuth: a url source that does not send
+/// its own `Authorization` header (that header is its credential).
+pub(crate) fn logs_in(config: &config::SourceConfig) -> bool {
+    match &config.transport {
+        config::Transport::Http { headers, .. } => !headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization")),
+        config::Transport::Stdio { .. } => false,
+    }
+}
 
 /// The command that logs a source in, for messages.
 pub fn login_command(source: &str) -> String {
@@ -65,10 +77,18 @@ pub(crate) async fn authorized<C>(
     ) else {
         return Ok(None);
     };
-    let http = Arc::new(http::EgressOAuthHttp::new(
-        target.allow_private,
-        target.settings.resource.clone(),
-    )?);
+    // Tokens issued for another URL (the config was changed since) are
+    // not sent here: the server's 401 asks for a login of its own.
+    if record.server.as_deref() != Some(target.url.as_str()) {
+        return Ok(None);
+    }
+    let resource = match (&target.settings.resource, &record.resource) {
+        (config::ResourceIndicator::Server, Some(named)) => {
+            config::ResourceIndicator::Override(named.clone())
+        }
+        (setting, _) => setting.clone(),
+    };
+    let http = Arc::new(http::EgressOAuthHttp::new(target.allow_private, resource)?);
     let mut manager = AuthorizationManager::new_with_oauth_http_client(target.url.as_str(), http)
         .await
         .map_err(|e| {
@@ -80,12 +100,8 @@ pub(crate) async fn authorized<C>(
     manager.set_metadata(metadata);
     let mut config =
         OAuthClientConfig::new(client_id, target.url.clone()).with_scopes(record.scopes.clone());
-    if let Some(secret) = vault.client_secret()? {
+    if let Some(secret) = vault.secret_of_client(record.registration, &target.settings)? {
         config = config.with_client_secret(secret);
-    } else if let Some(name) = &target.settings.client_secret
-        && record.registration == Some(Registration::PreRegistered)
-    {
-        config = config.with_client_secret(vault.configured_secret(name)?);
     }
     manager.configure_client(config).map_err(|e| {
         format!(
@@ -130,6 +146,11 @@ where
     match e {
         E::AuthRequired(a) => Some(Needed::Login(Some(a.www_authenticate_header.clone()))),
         E::Auth(AuthError::AuthorizationRequired) => Some(Needed::Login(None)),
+        // The provider's words (its error description) stay out: only that
+        // it would not refresh.
+        E::Auth(AuthError::TokenRefreshFailed(_) | AuthError::TokenExpired) => {
+            Some(Needed::Refresh)
+        }
         E::InsufficientScope(s) => {
             let scope = s.required_scope.clone().or_else(|| {
                 rmcp::transport::auth::WWWAuthenticateParams::parse(
@@ -154,24 +175,43 @@ pub(crate) enum Needed {
     Login(Option<String>),
     /// More scope (space-separated), and the challenge that asked.
     Scope(String, String),
+    /// A new login: the provider would not refresh the token.
+    Refresh,
+}
+
+/// The scope tokens of a server's `scope` (RFC 6749 3.3: printable ASCII
+/// without `"` or `\\`), at most 16 of at most 128 bytes; anything else in it
+/// is not a scope and is dropped.
+pub(crate) fn scope_tokens(scope: &str) -> impl Iterator<Item = &str> {
+    scope
+        .split(' ')
+        .filter(|t| {
+            (1..=128).contains(&t.len())
+                && t.bytes()
+                    .all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
+        })
+        .take(16)
 }
 
 /// Notes in the source's record that it needs a person, and says so.
 pub(crate) fn mark_needs_login(source: &str, secrets: Arc<dyn Vault>, needed: Needed) -> String {
     let vault = TokenVault::new(source, secrets);
+    // The server's scope names are its words: kept (when they are scope
+    // tokens) for the next login and `auth status`, never said to the model.
     let why = match &needed {
-        Needed::Login(_) => "the server asks for authorization".to_string(),
-        Needed::Scope(s, _) if s.is_empty() => "the server asks for more scope".to_string(),
-        Needed::Scope(s, _) => format!("the server asks for more scope: {s}"),
-    };
+        Needed::Login(_) => "the server asks for authorization",
+        Needed::Scope(..) => "the server asks for more scope",
+        Needed::Refresh => "the provider would not refresh the token",
+    }
+    .to_string();
     let mut capped = false;
     let marked = vault.update(|r| {
         match &needed {
             Needed::Login(Some(c)) | Needed::Scope(_, c) => r.challenge = Some(c.clone()),
-            Needed::Login(None) => {}
+            Needed::Login(None) | Needed::Refresh => {}
         }
         if let Needed::Scope(s, _) = &needed {
-            for scope in s.split_whitespace() {
+            for scope in scope_tokens(s) {
                 if !r.wanted_scopes.iter().any(|w| w == scope) {
                     r.wanted_scopes.push(scope.to_string());
                 }

@@ -26,7 +26,29 @@ pub async fn logout(target: &super::Target, secrets: Arc<dyn Vault>) -> Result<L
     if !vault.exists()? {
         return Ok(out);
     }
-    let record = vault.record()?;
+    // Whatever stands in the way of revoking (an unreadable record, an
+    // endpoint the egress guard refuses) is said, and the login is
+    // forgotten all the same.
+    match vault.record() {
+        Ok(record) => {
+            if let Err(why) = revoke(target, &vault, &record, &mut out).await {
+                out.not_revoked.push(format!("nothing was revoked: {why}"));
+            }
+        }
+        Err(why) => out.not_revoked.push(format!("nothing was revoked: {why}")),
+    }
+    vault.forget_tokens(None)?;
+    out.forgot = true;
+    Ok(out)
+}
+
+/// RFC 7009, refresh token first, at the endpoint the provider named.
+async fn revoke(
+    target: &super::Target,
+    vault: &TokenVault,
+    record: &super::Record,
+    out: &mut Logout,
+) -> Result<(), String> {
     let tokens = [
         ("refresh token", "refresh_token", vault.refresh_token()?),
         ("access token", "access_token", vault.access_token()?),
@@ -41,8 +63,8 @@ pub async fn logout(target: &super::Target, secrets: Arc<dyn Vault>) -> Result<L
         (Some(endpoint), true) => {
             crate::egress::check_target(endpoint, target.allow_private)?;
             let client = crate::egress::client_without_redirects(target.allow_private)?;
-            let secret = vault.client_secret()?;
-            let basic = secret.is_some() && !only_post(&record);
+            let secret = vault.secret_of_client(record.registration, &target.settings)?;
+            let basic = secret.is_some() && !only_post(record);
             for (label, hint, token) in &tokens {
                 let Some(token) = token else { continue };
                 let mut form = vec![("token", token.as_str()), ("token_type_hint", hint)];
@@ -83,9 +105,7 @@ pub async fn logout(target: &super::Target, secrets: Arc<dyn Vault>) -> Result<L
             }
         }
     }
-    vault.forget_tokens(None)?;
-    out.forgot = true;
-    Ok(out)
+    Ok(())
 }
 
 /// Whether the provider takes client credentials only in the body.

@@ -2,7 +2,7 @@
 //! or the private fallback file that says so), never in the database, the
 //! logs or the audit.
 //!
-//! Per source, three entries: `oauth-NAME` holds what is not secret (the
+//! Per source, three entries: `oauth_NAME` holds what is not secret (the
 //! issuer, the registration, scopes, expiry, whether a login is needed),
 //! and the access and refresh tokens each have an entry of their own, so
 //! that the scrubber, which learns every stored value, knows each token by
@@ -86,6 +86,12 @@ pub struct Record {
     /// loopback redirect change its port, as RFC 8252 asks).
     #[serde(default)]
     pub redirect_uri: Option<String>,
+    /// The source URL the tokens were issued for: never sent elsewhere.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// The resource indicator the login named, named again on refresh.
+    #[serde(default)]
+    pub resource: Option<String>,
 }
 
 impl Record {
@@ -115,10 +121,10 @@ pub(crate) struct Names {
 impl Names {
     pub(crate) fn of(source: &str) -> Names {
         Names {
-            record: format!("oauth-{source}"),
-            access: format!("oauth-{source}-access"),
-            refresh: format!("oauth-{source}-refresh"),
-            client_secret: format!("oauth-{source}-client"),
+            record: format!("oauth_{source}"),
+            access: format!("oauth_{source}_access"),
+            refresh: format!("oauth_{source}_refresh"),
+            client_secret: format!("oauth_{source}_client"),
         }
     }
 }
@@ -199,7 +205,22 @@ impl TokenVault {
         self.vault.get(&self.names().refresh)
     }
 
-    /// A person's stored secret, by name (a pre-registered client's secret).
+    /// The secret of the client a login registered as `kind`: the one the
+    /// provider issued at registration, or a pre-registered client's, which
+    /// the person stored under the name the config gives.
+    pub(crate) fn secret_of_client(
+        &self,
+        kind: Option<Registration>,
+        settings: &airlock_config::OAuthSettings,
+    ) -> Result<Option<String>, String> {
+        match (kind, &settings.client_secret) {
+            (Some(Registration::PreRegistered), Some(name)) => {
+                self.configured_secret(name).map(Some)
+            }
+            _ => self.client_secret(),
+        }
+    }
+
     /// The pre-registered client's secret, stored under the name the
     /// config gives.
     pub(crate) fn configured_secret(&self, name: &str) -> Result<String, String> {
@@ -290,7 +311,14 @@ impl TokenVault {
         if creds.issuer.is_some() {
             record.issuer = creds.issuer.clone();
         }
-        record.scopes = creds.granted_scopes.clone();
+        // What the provider says it granted, as scope tokens only (it is
+        // printed to a person's terminal).
+        record.scopes = creds
+            .granted_scopes
+            .iter()
+            .flat_map(|s| super::scope_tokens(s))
+            .map(str::to_string)
+            .collect();
         record.received_at = creds.token_received_at;
         match &creds.token_response {
             Some(token) => {

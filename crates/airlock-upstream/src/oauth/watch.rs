@@ -41,13 +41,15 @@ impl Watch {
 pub(crate) struct Watched<C> {
     inner: C,
     source: Arc<str>,
-    vault: Arc<dyn Vault>,
+    /// None for a source that sends its own Authorization header: its
+    /// refusals are about that header, and no login changes them.
+    vault: Option<Arc<dyn Vault>>,
     watch: Watch,
 }
 
 impl<C> Watched<C> {
     /// Wraps `inner`; what an earlier connection saw is forgotten.
-    pub(crate) fn new(inner: C, source: &str, vault: Arc<dyn Vault>, watch: Watch) -> Self {
+    pub(crate) fn new(inner: C, source: &str, vault: Option<Arc<dyn Vault>>, watch: Watch) -> Self {
         watch.take();
         Watched {
             inner,
@@ -64,14 +66,11 @@ impl<C> Watched<C> {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        if let Err(e) = &result
+        if let (Err(e), Some(vault)) = (&result, &self.vault)
             && let Some(needed) = super::needed_by(e)
         {
-            self.watch.put(super::mark_needs_login(
-                &self.source,
-                self.vault.clone(),
-                needed,
-            ));
+            self.watch
+                .put(super::mark_needs_login(&self.source, vault.clone(), needed));
         }
         result
     }
