@@ -7,6 +7,10 @@
 pub mod random;
 pub mod text;
 
+/// The command a person runs to log airlock in to a source (`airlock auth
+/// login NAME`): what every message about a missing login names.
+pub const LOGIN_COMMAND: &str = "airlock auth login";
+
 /// Secret names airlock keeps for itself (a source's OAuth login:
 /// `oauth_NAME`, `oauth_NAME_access`, …). A person cannot store one or
 /// refer to one in config, so nothing but a login reads or writes them.

@@ -90,6 +90,20 @@ impl airlock_upstream::Vault for HubSecrets {
         self.store.set(name, &value).map_err(|e| e.to_string())
     }
 
+    fn get_note(&self, name: &str) -> Result<Option<String>, String> {
+        match self.store.get(name) {
+            Ok(v) => Ok(Some(v.expose().to_string())),
+            Err(airlock_secrets::SecretError::Missing(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn set_note(&self, name: &str, value: &str) -> Result<(), String> {
+        self.store
+            .set(name, &airlock_secrets::SecretValue::new(value.to_string()))
+            .map_err(|e| e.to_string())
+    }
+
     fn remove(&self, name: &str) -> Result<bool, String> {
         self.store.remove(name).map_err(|e| e.to_string())
     }

@@ -865,3 +865,55 @@ async fn malformed_decision_is_refused_and_decides_nothing() {
         "from the page"
     );
 }
+
+#[tokio::test]
+async fn the_page_names_the_sources_waiting_for_a_login_and_the_command() {
+    use tokio::io::AsyncBufReadExt;
+    // A url source whose server asks for OAuth, and no login yet.
+    let mut provider = tokio::process::Command::new(airlock_testkit::bin("airlock-oauth-fixture"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = tokio::io::BufReader::new(provider.stdout.take().unwrap())
+        .lines()
+        .next_line()
+        .await
+        .unwrap()
+        .unwrap();
+    let scratch = Scratch::new();
+    let config = scratch
+        .reviewed_config_with_failing(
+            &format!("{ASKING}\n[sources.web]\nurl = \"{base}/mcp\"\nallow_private = true\n"),
+            &["web"],
+        )
+        .await;
+    let _client = scratch.stdio_client(&config, ()).await;
+    let page = Page::open(&scratch).await;
+    let mut shown = Value::Null;
+    for _ in 0..50 {
+        let r = page
+            .http
+            .get(format!("{}/api/pending", page.base))
+            .header("cookie", &page.cookie)
+            .send()
+            .await
+            .unwrap();
+        shown = r.json::<Value>().await.unwrap()["logins"].clone();
+        if shown.as_array().is_some_and(|l| !l.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let logins = shown.as_array().expect("a list of logins");
+    assert_eq!(logins.len(), 1, "{shown}");
+    assert_eq!(logins[0]["source"], "web");
+    assert!(
+        logins[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("run `airlock auth login web`"),
+        "{shown}"
+    );
+}

@@ -56,6 +56,12 @@ mod tests {
         fn set(&self, _: &str, _: &str) -> Result<(), String> {
             Err("read-only".into())
         }
+        fn get_note(&self, _: &str) -> Result<Option<String>, String> {
+            Ok(None)
+        }
+        fn set_note(&self, _: &str, _: &str) -> Result<(), String> {
+            Err("read-only".into())
+        }
         fn remove(&self, _: &str) -> Result<bool, String> {
             Ok(false)
         }

@@ -84,6 +84,11 @@ pub trait Secrets: Vault {
 pub trait Vault: Send + Sync + 'static {
     fn get(&self, name: &str) -> Result<Option<String>, String>;
     fn set(&self, name: &str, value: &str) -> Result<(), String>;
+    /// A value that is not secret (a login's record), kept beside the
+    /// secrets: read and written without teaching the scrubber, which
+    /// would otherwise grow with every change of it.
+    fn get_note(&self, name: &str) -> Result<Option<String>, String>;
+    fn set_note(&self, name: &str, value: &str) -> Result<(), String>;
     /// Whether there was anything to remove.
     fn remove(&self, name: &str) -> Result<bool, String>;
     /// Where values are kept, in a person's words (the keychain, or the

@@ -6,6 +6,7 @@
 const csrf = document.querySelector('meta[name="csrf"]').content;
 const inbox = document.getElementById("inbox");
 const status = document.getElementById("status");
+const logins = document.getElementById("logins");
 const cards = new Map();
 const CHOICES = [
   ["allow_once", "Allow once"],
@@ -103,6 +104,16 @@ function tick() {
   }
 }
 
+// Sources waiting for a person to log in: the hub's own words, which name
+// the command to run in a terminal. The page cannot log in for them.
+function showLogins(list) {
+  logins.replaceChildren(...list.map((l) =>
+    el("li", { className: "login" },
+      el("strong", { textContent: l.source }), " ",
+      el("span", { textContent: l.detail }))));
+  logins.hidden = list.length === 0;
+}
+
 async function refresh() {
   let list;
   try {
@@ -111,7 +122,9 @@ async function refresh() {
       status.textContent = "This page's session has ended. Run `airlock page` for a new link.";
       return;
     }
-    list = (await r.json()).pending;
+    const body = await r.json();
+    list = body.pending;
+    showLogins(body.logins || []);
   } catch (e) {
     status.textContent = "airlock is not reachable; is it still running?";
     return;

@@ -10,7 +10,8 @@
 //! the four choices. A decision is a POST that must carry the session's
 //! CSRF token and this page's own Origin; every request must name this
 //! page's Host, so a DNS-rebinding site cannot reach it. Decisions go
-//! through the [`Desk`], like every other channel.
+//! through the [`Desk`], like every other channel. Beside the inbox, the
+//! sources that wait for a person to log in, with the command to run.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -354,7 +355,25 @@ async fn pending(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Respons
             expires_in_ms: (r.expires_at_ms - now).max(0),
         })
         .collect();
-    axum::Json(json!({ "pending": list })).into_response()
+    axum::Json(json!({ "pending": list, "logins": logins(&inner) })).into_response()
+}
+
+/// Sources waiting for a person to log in, with what the hub said (it
+/// names the command): a person's action, shown beside the inbox. The
+/// page never starts a login itself.
+fn logins(inner: &Inner) -> Vec<serde_json::Value> {
+    let statuses = match inner.store.source_statuses() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the sources' states for the page");
+            return Vec::new();
+        }
+    };
+    statuses
+        .into_iter()
+        .filter(|s| s.state != "ready" && s.detail.contains(airlock_common::LOGIN_COMMAND))
+        .map(|s| json!({"source": s.source, "detail": (inner.scrub)(&s.detail)}))
+        .collect()
 }
 
 /// Pretty-printed and scrubbed, whole.

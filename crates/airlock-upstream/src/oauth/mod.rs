@@ -43,7 +43,7 @@ pub(crate) fn logs_in(config: &config::SourceConfig) -> bool {
 
 /// The command that logs a source in, for messages.
 pub fn login_command(source: &str) -> String {
-    format!("airlock auth login {source}")
+    format!("{} {source}", airlock_common::LOGIN_COMMAND)
 }
 
 /// What a source that needs a login says instead of answering.

@@ -168,7 +168,7 @@ impl TokenVault {
 
     /// The source's record, or an empty one.
     pub fn record(&self) -> Result<Record, String> {
-        match self.vault.get(&self.names().record)? {
+        match self.vault.get_note(&self.names().record)? {
             None => Ok(Record::default()),
             Some(text) => serde_json::from_str(&text).map_err(|_| {
                 format!(
@@ -181,20 +181,35 @@ impl TokenVault {
 
     pub fn write_record(&self, record: &Record) -> Result<(), String> {
         let text = serde_json::to_string(record).map_err(|e| e.to_string())?;
-        self.vault.set(&self.names().record, &text)
+        self.vault.set_note(&self.names().record, &text)
     }
 
     /// Changes the record in place.
     pub fn update(&self, change: impl FnOnce(&mut Record)) -> Result<Record, String> {
-        let mut record = self.record()?;
-        change(&mut record);
-        self.write_record(&record)?;
-        Ok(record)
+        self.with_record_lock(|| {
+            let mut record = self.record()?;
+            change(&mut record);
+            self.write_record(&record)?;
+            Ok(record)
+        })
+    }
+
+    /// Runs `f` holding the record's lock file, so a hub noting "needs
+    /// login" and a login or refresh saving tokens never write over each
+    /// other's change. Waits at most [`LOCK_WAIT`].
+    fn with_record_lock<T>(&self, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+        let path = self
+            .vault
+            .lock_dir()
+            .join(format!("oauth-{}.record.lock", self.source));
+        let _held =
+            hold(&path).map_err(|e| format!("cannot take the lock {}: {e}", path.display()))?;
+        f()
     }
 
     /// Whether anything is stored for the source.
     pub fn exists(&self) -> Result<bool, String> {
-        Ok(self.vault.get(&self.names().record)?.is_some())
+        Ok(self.vault.get_note(&self.names().record)?.is_some())
     }
 
     pub fn access_token(&self) -> Result<Option<String>, String> {
@@ -304,6 +319,10 @@ impl TokenVault {
     }
 
     fn write_credentials(&self, creds: &StoredCredentials) -> Result<(), String> {
+        self.with_record_lock(|| self.write_credentials_held(creds))
+    }
+
+    fn write_credentials_held(&self, creds: &StoredCredentials) -> Result<(), String> {
         use oauth2::TokenResponse;
         let names = self.names();
         let mut record = self.record()?;
@@ -390,26 +409,47 @@ impl CredentialStore for TokenVault {
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
         let path = self.lock_path();
-        let file = tokio::task::spawn_blocking(move || -> std::io::Result<std::fs::File> {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)?;
-            file.lock()?;
-            Ok(file)
-        })
-        .await
-        .map_err(|e| store_error(e.to_string()))?
-        .map_err(|e| store_error(format!("cannot take the refresh lock: {e}")))?;
+        let file = tokio::task::spawn_blocking(move || hold(&path))
+            .await
+            .map_err(|e| store_error(e.to_string()))?
+            .map_err(|e| store_error(format!("cannot take the refresh lock: {e}")))?;
         self.guarded.fetch_add(1, Ordering::SeqCst);
         Ok(Some(CredentialRefreshGuard::new(Held {
             _file: file,
             guarded: self.guarded.clone(),
         })))
+    }
+}
+
+/// How long a process waits for another's lock before it gives up (a
+/// process stopped while holding one must not wedge the rest).
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Takes the lock file at `path`, waiting at most [`LOCK_WAIT`].
+fn hold(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::other(format!(
+                    "another airlock process has held it for {}s",
+                    LOCK_WAIT.as_secs()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
     }
 }
 
