@@ -6,36 +6,25 @@
 
 use std::path::Path;
 
-use crate::store::SecretError;
-
-fn io(path: &Path, source: std::io::Error) -> SecretError {
-    SecretError::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
 /// Held (until dropped) across a read, change and write of `path`.
-pub(crate) fn exclusive(path: &Path) -> Result<std::fs::File, SecretError> {
-    let lock_path = path.with_extension("lock");
+pub(crate) fn exclusive(path: &Path) -> std::io::Result<std::fs::File> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io(path, e))?;
+        std::fs::create_dir_all(dir)?;
     }
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(&lock_path)
-        .map_err(|e| io(&lock_path, e))?;
-    lock.lock().map_err(|e| io(&lock_path, e))?;
+        .open(path.with_extension("lock"))?;
+    lock.lock()?;
     Ok(lock)
 }
 
 /// Replaces `path` with `bytes`, readable and writable by its owner only,
 /// through a temporary file of this process's own.
-pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<(), SecretError> {
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io(path, e))?;
+        std::fs::create_dir_all(dir)?;
     }
     let extension = path
         .extension()
@@ -47,9 +36,9 @@ pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<(), SecretError> {
         options.write(true).create(true).truncate(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut f = options.open(&tmp).map_err(|e| io(&tmp, e))?;
-        std::io::Write::write_all(&mut f, bytes).map_err(|e| io(&tmp, e))?;
-        f.sync_all().map_err(|e| io(&tmp, e))?;
+        let mut f = options.open(&tmp)?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()?;
     }
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+    std::fs::rename(&tmp, path)
 }

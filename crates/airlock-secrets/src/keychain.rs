@@ -40,6 +40,13 @@ impl KeychainStore {
         })
     }
 
+    fn io(&self, source: std::io::Error) -> SecretError {
+        SecretError::Io {
+            path: self.index.display().to_string(),
+            source,
+        }
+    }
+
     fn names_set(&self) -> Result<BTreeSet<String>, SecretError> {
         match std::fs::read_to_string(&self.index) {
             Ok(t) => serde_json::from_str(&t)
@@ -57,6 +64,7 @@ impl KeychainStore {
             &self.index,
             serde_json::to_string(names).unwrap_or_default().as_bytes(),
         )
+        .map_err(|e| self.io(e))
     }
 }
 
@@ -82,7 +90,7 @@ impl SecretStore for KeychainStore {
                 .and_then(|e| e.set_password(value.expose()))
                 .map_err(platform)
         })?;
-        let _held = crate::files::exclusive(&self.index)?;
+        let _held = crate::files::exclusive(&self.index).map_err(|e| self.io(e))?;
         let mut names = self.names_set()?;
         names.insert(name.to_string());
         self.save_names(&names)
@@ -96,7 +104,7 @@ impl SecretStore for KeychainStore {
                 Err(e) => Err(platform(e)),
             }
         })?;
-        let _held = crate::files::exclusive(&self.index)?;
+        let _held = crate::files::exclusive(&self.index).map_err(|e| self.io(e))?;
         let mut names = self.names_set()?;
         if names.remove(name) {
             self.save_names(&names)?;

@@ -99,6 +99,7 @@ impl FileStore {
                 .unwrap_or_default()
                 .as_bytes(),
         )
+        .map_err(|e| self.io(e))
     }
 }
 
@@ -114,14 +115,14 @@ impl SecretStore for FileStore {
         if !valid_name(name) {
             return Err(SecretError::BadName(name.to_string()));
         }
-        let _held = crate::files::exclusive(&self.path)?;
+        let _held = crate::files::exclusive(&self.path).map_err(|e| self.io(e))?;
         let mut map = self.read()?;
         map.insert(name.to_string(), value.0.clone());
         self.write(&map)
     }
 
     fn remove(&self, name: &str) -> Result<bool, SecretError> {
-        let _held = crate::files::exclusive(&self.path)?;
+        let _held = crate::files::exclusive(&self.path).map_err(|e| self.io(e))?;
         let mut map = self.read()?;
         let had = map.remove(name).is_some();
         if had {
