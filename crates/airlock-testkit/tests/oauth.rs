@@ -471,3 +471,25 @@ async fn tokens_are_never_sent_to_a_url_they_were_not_issued_for() {
     );
     assert_eq!(first.log().await["refused_bearers"], 0);
 }
+
+#[tokio::test]
+async fn a_resource_cannot_send_the_login_to_a_forbidden_address() {
+    // Cloud metadata addresses are refused even with allow_private; the
+    // resource names one as its authorization server.
+    for server in [
+        "http://169.254.169.254",
+        "http://[::ffff:169.254.169.254]",
+        "http://0xa9fea9fe",
+    ] {
+        let provider = Provider::start(&[("OAUTH_AUTHORIZATION_SERVER", server)]).await;
+        let scratch = Scratch::new();
+        let config = provider.config(&scratch);
+        let login = start_login(&scratch, &config, &[]);
+        let (ok, stderr) = tokio::time::timeout(Duration::from_secs(40), finish(login))
+            .await
+            .expect("refused at once, not after a timeout");
+        assert!(!ok, "{server}: {stderr}");
+        assert!(stderr.contains("refuse"), "{server}: {stderr}");
+        assert_eq!(provider.log().await["registrations"], 0);
+    }
+}

@@ -11,7 +11,9 @@
 //! refused), never a token's value.
 //! `OAUTH_NO_S256=1` offers only `plain` PKCE; `OAUTH_EXPIRES_IN=N` sets the
 //! access tokens' lifetime in seconds (default 3600); `OAUTH_NO_REVOKE=1`
-//! leaves the revocation endpoint out of the metadata.
+//! leaves the revocation endpoint out of the metadata;
+//! `OAUTH_AUTHORIZATION_SERVER=URL` names another authorization server in
+//! the resource metadata.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -39,6 +41,9 @@ struct Config {
     no_s256: bool,
     no_revoke: bool,
     expires_in: u32,
+    /// `OAUTH_AUTHORIZATION_SERVER`: the authorization server the resource
+    /// metadata names instead of this one (a hostile resource's choice).
+    authorization_server: Option<String>,
 }
 
 impl Config {
@@ -51,6 +56,7 @@ impl Config {
             no_s256: on("OAUTH_NO_S256"),
             no_revoke: on("OAUTH_NO_REVOKE"),
             expires_in: expires_in.unwrap_or(3600),
+            authorization_server: std::env::var("OAUTH_AUTHORIZATION_SERVER").ok(),
         }
     }
 }
@@ -277,10 +283,17 @@ fn oauth_error(code: &str) -> Response {
 }
 
 async fn protected_resource(Ext(s): Ext<Shared>) -> Json<Value> {
-    let base = lock(&s).base.clone();
-    let resource = format!("{base}/mcp");
+    let s = lock(&s);
+    let resource = format!("{}/mcp", s.base);
+    let server = s
+        .config
+        .authorization_server
+        .clone()
+        .unwrap_or(s.base.clone());
     let scopes = ["read", "admin"];
-    Json(json!({"resource": resource, "authorization_servers": [base], "scopes_supported": scopes}))
+    Json(
+        json!({"resource": resource, "authorization_servers": [server], "scopes_supported": scopes}),
+    )
 }
 
 async fn as_metadata(Ext(s): Ext<Shared>) -> Json<Value> {

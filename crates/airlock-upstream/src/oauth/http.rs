@@ -96,7 +96,8 @@ impl EgressOAuthHttp {
             timeout,
             ..
         } = request;
-        let target = crate::egress::check_target(&request.uri().to_string(), self.allow_private)?;
+        let target = crate::egress::check_target(&request.uri().to_string(), self.allow_private)
+            .inspect_err(|why| self.failed(Failure::Unreachable(why.clone())))?;
         if let Some(body) = with_resource(request.body(), &self.resource) {
             let len = body.len();
             *request.body_mut() = body;

@@ -550,9 +550,17 @@ pub(crate) fn describe(e: &AuthError, http: &EgressOAuthHttp, stage: &str) -> St
         E::AuthorizationServersUnavailable {
             resource_metadata_url,
             ..
-        } => format!(
-            "none of the authorization servers named at {resource_metadata_url} published usable metadata ({fact})"
-        ),
+        } => match http.last_failure() {
+            Some(f) => format!(
+                "none of the authorization servers named at {resource_metadata_url} published usable metadata ({f})"
+            ),
+            // No request failed: what they answered was unusable, or no
+            // request was made (an address refused before asking: a
+            // private or cloud metadata one).
+            None => format!(
+                "no authorization server named at {resource_metadata_url} is usable: what they published cannot be used, or they are at addresses airlock refuses to reach"
+            ),
+        },
         E::DiscoveryRequestFailed { url, .. } => {
             format!("discovery failed at {url}: {fact}")
         }
