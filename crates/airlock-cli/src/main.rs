@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod browser;
 mod channels;
+mod confine;
 mod doctor;
 mod harden;
 mod home;
@@ -245,6 +246,15 @@ enum AuditCommand {
 }
 
 fn main() -> ExitCode {
+    // The confiner of a stdio source: before anything else, with the
+    // source's own environment, and never a thread of its own.
+    let mut args = std::env::args_os();
+    if args
+        .nth(1)
+        .is_some_and(|a| a == airlock_upstream::confine::CONFINE_ARG)
+    {
+        return confine::run(args);
+    }
     harden::drop_credentials_from_env();
     harden::not_dumpable();
     harden::raise_open_file_limit();

@@ -349,6 +349,7 @@ fn parse_client_json_for(
             protocol: crate::model::Protocol::Auto,
             sessions: crate::model::Sessions::default(),
             oauth: Default::default(),
+            confine: None,
         });
     }
     sources.sort_by(|a, b| a.name.cmp(&b.name));

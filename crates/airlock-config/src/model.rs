@@ -180,6 +180,45 @@ pub struct SourceConfig {
     /// needs setting for the common case (discovery and dynamic
     /// registration); see [`OAuthSettings`].
     pub oauth: OAuthSettings,
+    /// What a stdio source may reach when it runs (`[sources.NAME.confine]`);
+    /// `None` runs it as the user, unconfined.
+    pub confine: Option<Confinement>,
+}
+
+/// `[sources.NAME.confine]`: the files and network a stdio source may
+/// reach, and its resource limits. Enforced on Linux by the kernel
+/// (Landlock, a user and network namespace, rlimits); a layer the machine
+/// lacks stops the source from starting.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Confinement {
+    /// Readable (with everything beneath), beside the system's libraries
+    /// and the program's own install tree. Absolute.
+    pub read: Vec<PathBuf>,
+    /// Readable and writable, with everything beneath. Absolute.
+    pub write: Vec<PathBuf>,
+    pub network: NetworkAccess,
+    pub memory_mib: Option<u64>,
+    pub processes: Option<u64>,
+    pub open_files: Option<u64>,
+}
+
+/// What network a confined source reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NetworkAccess {
+    /// Nothing, loopback included (a network namespace of its own).
+    #[default]
+    None,
+    /// The machine's network, as the user has it.
+    Host,
+}
+
+impl NetworkAccess {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkAccess::None => "none",
+            NetworkAccess::Host => "host",
+        }
+    }
 }
 
 /// `[sources.NAME.oauth]`: what a provider needs beyond discovery.
@@ -306,6 +345,7 @@ impl Config {
                 protocol: Protocol::Auto,
                 sessions: Sessions::default(),
                 oauth: OAuthSettings::default(),
+                confine: None,
                 connection: "demo".into(),
                 allow_private: false,
             }],

@@ -1,7 +1,7 @@
 //! The TOML file as written, with positions, and its validation into [`Config`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -9,8 +9,8 @@ use toml::Spanned;
 
 use crate::error::ConfigError;
 use crate::model::{
-    ApprovalPage, Config, HubSettings, Layer, OAuthSettings, Protocol, ResourceIndicator, Sessions,
-    SourceConfig, Transport,
+    ApprovalPage, Config, Confinement, HubSettings, Layer, NetworkAccess, OAuthSettings, Protocol,
+    ResourceIndicator, Sessions, SourceConfig, Transport,
 };
 use crate::names::validate_source_name;
 use crate::rules::RawRule;
@@ -62,6 +62,20 @@ struct RawSource {
     protocol: Option<Spanned<String>>,
     sessions: Option<Spanned<String>>,
     oauth: Option<Spanned<RawOAuth>>,
+    confine: Option<Spanned<RawConfine>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfine {
+    #[serde(default)]
+    read: Vec<Spanned<String>>,
+    #[serde(default)]
+    write: Vec<Spanned<String>>,
+    network: Option<Spanned<String>>,
+    memory_mib: Option<Spanned<u64>>,
+    processes: Option<Spanned<u64>>,
+    open_files: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -359,6 +373,18 @@ fn parse_source(
         }
         Some(o) => parse_oauth(path, text, &key, o.into_inner())?,
     };
+    let confine = match s.confine.take() {
+        None => None,
+        Some(c) if !matches!(transport, Transport::Stdio { .. }) => {
+            return Err(err(
+                c.span().start,
+                format!("{key}.confine"),
+                "`confine` applies only to command sources".into(),
+                "remove the [confine] table from this url source (its traffic goes through airlock's egress guard)".into(),
+            ));
+        }
+        Some(c) => Some(parse_confine(path, text, &key, c.into_inner())?),
+    };
     let connection = match s.connection {
         Some(c) if c.get_ref().is_empty() => {
             return Err(err(
@@ -385,8 +411,92 @@ fn parse_source(
             protocol,
             sessions,
             oauth,
+            confine,
         },
     ))
+}
+
+/// `[sources.NAME.confine]`: paths made absolute against the config's
+/// directory, a network mode, limits that can be met.
+fn parse_confine(
+    path: &Path,
+    text: &str,
+    key: &str,
+    c: RawConfine,
+) -> Result<Confinement, ConfigError> {
+    let err = |offset, key, msg, fix| error_at(path, text, offset, key, msg, fix);
+    let key = format!("{key}.confine");
+    let base = path.parent().unwrap_or(Path::new("."));
+    let paths = |list: Vec<Spanned<String>>, name: &str| {
+        list.into_iter()
+            .map(|p| {
+                if p.get_ref().trim().is_empty() {
+                    return Err(err(
+                        p.span().start,
+                        format!("{key}.{name}"),
+                        "an empty path".into(),
+                        "name a directory or file, e.g. \"~/notes\" or \"./data\"".into(),
+                    ));
+                }
+                let raw = p.get_ref();
+                let expanded = match raw.strip_prefix("~/") {
+                    Some(rest) => match dirs_home() {
+                        Some(home) => home.join(rest),
+                        None => {
+                            return Err(err(
+                                p.span().start,
+                                format!("{key}.{name}"),
+                                format!("`{raw}` starts with ~ but there is no home directory"),
+                                "write the absolute path".into(),
+                            ));
+                        }
+                    },
+                    None => base.join(raw),
+                };
+                Ok(expanded)
+            })
+            .collect::<Result<Vec<PathBuf>, ConfigError>>()
+    };
+    let read = paths(c.read, "read")?;
+    let write = paths(c.write, "write")?;
+    let network = match c.network {
+        None => NetworkAccess::None,
+        Some(n) => match n.get_ref().as_str() {
+            "none" => NetworkAccess::None,
+            "host" => NetworkAccess::Host,
+            other => {
+                return Err(err(
+                    n.span().start,
+                    format!("{key}.network"),
+                    format!("`{other}` is not a network mode"),
+                    "use \"none\" (no network at all) or \"host\" (the machine's network)".into(),
+                ));
+            }
+        },
+    };
+    let limit = |v: Option<Spanned<u64>>, name: &str, least: u64| match v {
+        Some(v) if *v.get_ref() < least => Err(err(
+            v.span().start,
+            format!("{key}.{name}"),
+            format!("{} is below what any program needs ({least})", v.get_ref()),
+            format!("give at least {least}, or remove `{name}`"),
+        )),
+        v => Ok(v.map(Spanned::into_inner)),
+    };
+    Ok(Confinement {
+        read,
+        write,
+        network,
+        memory_mib: limit(c.memory_mib, "memory_mib", 16)?,
+        processes: limit(c.processes, "processes", 1)?,
+        open_files: limit(c.open_files, "open_files", 16)?,
+    })
+}
+
+fn dirs_home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
 }
 
 /// `[sources.NAME.oauth]`: a client secret only by reference, URLs that
@@ -899,5 +1009,53 @@ call_timeout = "2m"
         let e = parse("[sources.fs]\ncommand = \"npx\"\n[sources.fs.oauth]\nclient_id = \"a\"\n")
             .unwrap_err();
         assert!(e.message.contains("only to url sources"), "{e}");
+    }
+
+    #[test]
+    fn confine_reads_paths_against_the_config_and_refuses_what_cannot_be() {
+        let c = parse(
+            "[sources.fs]\ncommand = \"npx\"\n[sources.fs.confine]\nread = [\"docs\"]\nwrite = [\"/srv/data\"]\nnetwork = \"host\"\nmemory_mib = 512\nprocesses = 32\nopen_files = 256\n",
+        )
+        .unwrap();
+        let confine = c.sources[0].confine.clone().unwrap();
+        assert_eq!(confine.read, [PathBuf::from("docs")]);
+        assert_eq!(confine.write, [PathBuf::from("/srv/data")]);
+        assert_eq!(confine.network, NetworkAccess::Host);
+        assert_eq!(
+            (confine.memory_mib, confine.processes, confine.open_files),
+            (Some(512), Some(32), Some(256))
+        );
+        let none = parse("[sources.fs]\ncommand = \"x\"\n[sources.fs.confine]\n").unwrap();
+        assert_eq!(
+            none.sources[0].confine.as_ref().unwrap().network,
+            NetworkAccess::None
+        );
+        assert_eq!(
+            parse("[sources.fs]\ncommand = \"x\"\n").unwrap().sources[0].confine,
+            None
+        );
+        for (table, key, says) in [
+            ("network = \"wide\"\n", "network", "not a network mode"),
+            ("read = [\"\"]\n", "read", "empty path"),
+            ("memory_mib = 1\n", "memory_mib", "below"),
+            ("processes = 0\n", "processes", "below"),
+        ] {
+            let e = parse(&format!(
+                "[sources.fs]\ncommand = \"x\"\n[sources.fs.confine]\n{table}"
+            ))
+            .unwrap_err();
+            assert_eq!(
+                e.key.as_deref(),
+                Some(format!("sources.fs.confine.{key}").as_str()),
+                "{table}"
+            );
+            assert!(e.message.contains(says), "{table}: {e}");
+        }
+        let e =
+            parse("[sources.fs]\ncommand = \"x\"\n[sources.fs.confine]\nwrtie = []\n").unwrap_err();
+        assert!(e.fix.contains("did you mean `write`"), "{e}");
+        let e = parse("[sources.w]\nurl = \"https://h.example/mcp\"\n[sources.w.confine]\n")
+            .unwrap_err();
+        assert!(e.message.contains("only to command sources"), "{e}");
     }
 }

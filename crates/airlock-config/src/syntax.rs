@@ -34,6 +34,15 @@ const SOURCE_KEYS: &[&str] = &[
     "protocol",
     "sessions",
     "oauth",
+    "confine",
+];
+const CONFINE_KEYS: &[&str] = &[
+    "read",
+    "write",
+    "network",
+    "memory_mib",
+    "processes",
+    "open_files",
 ];
 const OAUTH_KEYS: &[&str] = &[
     "client_id",
@@ -81,6 +90,8 @@ pub(crate) fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Config
             RULE_KEYS
         } else if header.ends_with(".oauth") {
             OAUTH_KEYS
+        } else if header.ends_with(".confine") {
+            CONFINE_KEYS
         } else {
             SOURCE_KEYS
         };

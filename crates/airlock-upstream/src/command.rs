@@ -60,6 +60,9 @@ pub struct CommandIdentity {
     pub program_digest: Option<String>,
     /// Per argument, the content digest of the file it names, if any.
     pub arg_digests: Vec<Option<String>>,
+    /// What the source may reach when it is confined, in words: part of
+    /// what is reviewed, so widening it asks again.
+    pub confine: Option<String>,
 }
 
 fn shown(name: &str) -> bool {
@@ -91,6 +94,7 @@ impl CommandIdentity {
                     env_values: None,
                     program_digest: None,
                     arg_digests: Vec::new(),
+                    confine: None,
                 });
             }
         };
@@ -127,6 +131,7 @@ impl CommandIdentity {
             env_values: values_digest(env),
             program_digest,
             arg_digests,
+            confine: source.confine.as_ref().map(confinement),
         })
     }
 
@@ -199,6 +204,9 @@ impl CommandIdentity {
         if let Some(cwd) = &self.cwd {
             s.push_str(&format!("  (in {})", cwd.display()));
         }
+        if let Some(c) = &self.confine {
+            s.push_str(&format!("  (confined: {c})"));
+        }
         s
     }
 
@@ -206,6 +214,37 @@ impl CommandIdentity {
     pub fn fingerprint(&self) -> String {
         self.describe()
     }
+}
+
+/// A confinement in words, every part of it.
+fn confinement(c: &airlock_config::Confinement) -> String {
+    let list = |paths: &[std::path::PathBuf]| {
+        if paths.is_empty() {
+            "nothing".to_string()
+        } else {
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    let mut s = format!(
+        "read {}; write {}; network {}",
+        list(&c.read),
+        list(&c.write),
+        c.network.as_str()
+    );
+    if let Some(m) = c.memory_mib {
+        s.push_str(&format!("; memory {m} MiB"));
+    }
+    if let Some(p) = c.processes {
+        s.push_str(&format!("; processes {p}"));
+    }
+    if let Some(f) = c.open_files {
+        s.push_str(&format!("; open files {f}"));
+    }
+    s
 }
 
 /// The absolute path a command runs: a name is searched on `path` (the
@@ -325,6 +364,7 @@ mod tests {
             protocol: airlock_config::Protocol::Auto,
             sessions: airlock_config::Sessions::default(),
             oauth: Default::default(),
+            confine: None,
         }
     }
 

@@ -165,6 +165,13 @@ pub(crate) async fn connect(
             let program = crate::command::CommandIdentity::of(config)
                 .map(|c| c.program)
                 .unwrap_or_else(|| command.into());
+            // A confined source is started by airlock's confiner, which
+            // becomes the program once it can reach only what was reviewed.
+            let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) =
+                match &config.confine {
+                    Some(c) => crate::confine::wrap(&program, args, c)?,
+                    None => (program, args.iter().map(Into::into).collect()),
+                };
             let mut cmd = Command::new(&program);
             // A child sees a minimal environment plus what the config gives
             // it, never the rest of airlock's (which may hold credentials).

@@ -14,6 +14,7 @@
 mod clean;
 mod client;
 pub mod command;
+pub mod confine;
 mod connect;
 mod credentials;
 pub mod egress;

@@ -4,7 +4,7 @@
 //!
 //! It speaks raw JSON-RPC (no SDK) precisely so it can break the protocol.
 //! Tools: echo, slow, hang, crash, garbage, oversized, lie, elicit,
-//! progress, log, change, env, calls (what it has been asked to run). `FIXTURE_CRASH_ON_START=1` exits before the
+//! progress, log, change, env, probe (what it may read, write, reach), calls (what it has been asked to run). `FIXTURE_CRASH_ON_START=1` exits before the
 //! handshake; `FIXTURE_CRASH_ONCE=PATH` does so only if PATH does not
 //! exist yet, creating it (a failure of the moment); `FIXTURE_IGNORE_EOF=1` keeps running after stdin closes;
 //! `FIXTURE_LOG=PATH` appends what `calls` lists to a file, a line each, so
@@ -34,6 +34,39 @@ fn heard(called: &mut Vec<String>, what: String) {
     called.push(what);
 }
 
+/// What a source could do here: read a file, write one, connect to an
+/// address, start `spawn` processes at once. One `what=ok|denied` each.
+fn probe(args: &Value) -> String {
+    let mut said = Vec::new();
+    let verdict = |ok: bool| if ok { "ok" } else { "denied" };
+    if let Some(p) = args["read"].as_str() {
+        said.push(format!("read={}", verdict(std::fs::read(p).is_ok())));
+    }
+    if let Some(p) = args["write"].as_str() {
+        said.push(format!(
+            "write={}",
+            verdict(std::fs::write(p, b"probe").is_ok())
+        ));
+    }
+    if let Some(a) = args["connect"].as_str() {
+        let ok = a.parse::<std::net::SocketAddr>().is_ok_and(|addr| {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
+        });
+        said.push(format!("connect={}", verdict(ok)));
+    }
+    if let Some(n) = args["spawn"].as_u64() {
+        let children: Vec<_> = (0..n)
+            .map_while(|_| std::process::Command::new("sleep").arg("2").spawn().ok())
+            .collect();
+        said.push(format!("spawned={}", children.len()));
+        for mut c in children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    said.join(" ")
+}
+
 fn tools(extra: bool) -> Value {
     let obj = |props: Value| json!({"type": "object", "properties": props});
     // FIXTURE_VARIANT=2 changes one tool's contract, as a server update would.
@@ -56,6 +89,7 @@ fn tools(extra: bool) -> Value {
         json!({"name": "change", "description": "Add a tool and announce it.", "inputSchema": obj(json!({}))}),
         json!({"name": "leak", "description": "Echo this server's FIXTURE_TOKEN through every channel it has.", "inputSchema": obj(json!({}))}),
         json!({"name": "env", "description": "List the names of the environment variables this process sees.", "inputSchema": obj(json!({}))}),
+        json!({"name": "probe", "description": "Try to read a file, write one, connect to an address and start processes; say what worked.", "inputSchema": obj(json!({"read": {"type": "string"}, "write": {"type": "string"}, "connect": {"type": "string"}, "spawn": {"type": "integer"}}))}),
         json!({"name": "bad.name", "description": "A name airlock cannot expose.", "inputSchema": obj(json!({}))}),
     ];
     if extra {
@@ -241,6 +275,10 @@ fn main() {
                                 "structuredContent": {"token": token}
                             }}),
                         );
+                    }
+                    "probe" => {
+                        let args = &msg["params"]["arguments"];
+                        send(&mut out, &text_result(&id, &probe(args)));
                     }
                     "env" => {
                         let mut names: Vec<String> = std::env::vars_os()

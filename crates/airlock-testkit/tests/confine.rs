@@ -1,0 +1,101 @@
+//! A confined stdio source, through the real binary: what it may read,
+//! write and reach is what its `[sources.NAME.confine]` says, and nothing
+//! else, whatever it tries (`airlock-fixture`'s `probe` tool tries).
+
+use airlock_testkit::{Scratch, call, first_text};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_confined_source_reaches_only_what_was_reviewed() {
+    let scratch = Scratch::new();
+    let root = scratch.dir.path();
+    // Its own directory, a planted key and another source's files beside it.
+    let own = root.join("own");
+    let ssh = root.join("home/.ssh");
+    let other = root.join("other-source");
+    for d in [&own, &ssh, &other] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(ssh.join("id_rsa"), "PRIVATE KEY").unwrap();
+    std::fs::write(other.join("token"), "another source's token").unwrap();
+    std::fs::write(own.join("notes"), "mine").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+
+    let config = scratch
+        .reviewed_config(&format!(
+            "[sources.fixture]\ncommand = \"{{fixture}}\"\nquote_output = false\n\n[sources.fixture.confine]\nwrite = [\"{}\"]\nnetwork = \"none\"\nopen_files = 256\n",
+            own.display()
+        ))
+        .await;
+    let client = scratch.stdio_client(&config, ()).await;
+    let probe = |args: serde_json::Value| {
+        let client = &client;
+        async move {
+            first_text(
+                &client
+                    .call_tool(call("fixture__probe", args))
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    assert_eq!(
+        probe(json!({"read": own.join("notes"), "write": own.join("new")})).await,
+        "read=ok write=ok"
+    );
+    for secret in [ssh.join("id_rsa"), other.join("token")] {
+        assert_eq!(
+            probe(json!({"read": secret})).await,
+            "read=denied",
+            "{secret:?}"
+        );
+    }
+    for outside in [
+        ssh.join("authorized_keys"),
+        other.join("token"),
+        root.join("x"),
+    ] {
+        assert_eq!(
+            probe(json!({"write": outside})).await,
+            "write=denied",
+            "{outside:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(other.join("token")).unwrap(),
+        "another source's token"
+    );
+    assert_eq!(
+        probe(json!({"connect": addr.to_string()})).await,
+        "connect=denied"
+    );
+    assert!(listener.accept().is_err(), "the listener saw a connection");
+    // Other processes' environments are out of reach (init's: readable by
+    // root unconfined, and by its user); the hub is still up.
+    assert_eq!(
+        probe(json!({"read": "/proc/1/environ"})).await,
+        "read=denied"
+    );
+    let echoed = client
+        .call_tool(call("fixture__echo", json!({"text": "still here"})))
+        .await
+        .unwrap();
+    assert_eq!(first_text(&echoed), "still here");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_confinement_the_machine_cannot_enforce_stops_the_source() {
+    let scratch = Scratch::new();
+    let missing = scratch.dir.path().join("does-not-exist");
+    let config = scratch.config(&format!(
+        "[sources.fixture]\ncommand = \"{{fixture}}\"\n\n[sources.fixture.confine]\nread = [\"{}\"]\n",
+        missing.display()
+    ));
+    scratch.approve_commands(&config, &["fixture"]).await;
+    let doctor = scratch.doctor(&config).await;
+    assert!(doctor.contains("cannot confine"), "{doctor}");
+    assert!(doctor.contains("does-not-exist"), "{doctor}");
+}
