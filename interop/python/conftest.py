@@ -42,7 +42,8 @@ def everything_http():
 
 @pytest.fixture(scope="session")
 def hub_dir(tmp_path_factory, everything_http):
-    """Data directory, config and a folder server-filesystem may touch."""
+    """Data directory, config and a folder server-filesystem may touch
+    (and, confined, nothing else)."""
     base = tmp_path_factory.mktemp("airlock")
     files = base / "files"
     files.mkdir()
@@ -60,9 +61,20 @@ args = ["demo-server"]
 [sources.everything]
 command = "{_npm_bin('mcp-server-everything')}"
 
+# The official servers run confined, as a careful user would run them:
+# their own code readable, the served folder writable, no network.
+[sources.everything.confine]
+read = ["{TOOLS / 'node_modules'}"]
+network = "none"
+
 [sources.fs]
 command = "{_npm_bin('mcp-server-filesystem')}"
 args = ["{files}"]
+
+[sources.fs.confine]
+read = ["{TOOLS / 'node_modules'}"]
+write = ["{files}"]
+network = "none"
 
 [sources.everything-http]
 url = "{everything_http}"

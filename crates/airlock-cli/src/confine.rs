@@ -77,6 +77,11 @@ fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Plan, String> {
 /// Runs the confiner with the arguments after `__confine`; returns only if
 /// it could not become the program.
 pub fn run(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let mut args = args.peekable();
+    if args.peek().is_some_and(|a| a == "--probe") {
+        println!("{}", probe());
+        return ExitCode::SUCCESS;
+    }
     let plan = match parse(args) {
         Ok(p) => p,
         Err(why) => {
@@ -240,6 +245,82 @@ fn landlock(plan: &Plan) -> Result<(), String> {
         RulesetStatus::NotEnforced => Err("Landlock is not enforced by this kernel".into()),
         _ => Ok(()),
     }
+}
+
+/// What this machine can enforce, in words, for `doctor`: each layer, and
+/// whether the kernel offers it. Probed in a throwaway child process (a
+/// namespace taken here would be this process's for good).
+pub fn layers() -> String {
+    let Ok(me) = std::env::current_exe() else {
+        return "unknown (airlock cannot find its own program)".into();
+    };
+    match std::process::Command::new(me)
+        .arg(airlock_upstream::confine::CONFINE_ARG)
+        .arg("--probe")
+        .env_clear()
+        .output()
+    {
+        Ok(out) => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        Err(e) => format!("unknown (the probe did not run: {e})"),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> String {
+    use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+    let abi = [
+        ABI::V7,
+        ABI::V6,
+        ABI::V5,
+        ABI::V4,
+        ABI::V3,
+        ABI::V2,
+        ABI::V1,
+    ]
+    .into_iter()
+    .find(|abi| {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(*abi))
+            .and_then(|r| r.create())
+            .is_ok()
+    });
+    let landlock = match abi {
+        Some(abi) => {
+            let v = abi as i32;
+            let net = if v >= 4 {
+                ", TCP rules"
+            } else {
+                ", no TCP rules (ABI 4)"
+            };
+            let scope = if v >= 6 {
+                ", scoping"
+            } else {
+                ", no scoping (ABI 6)"
+            };
+            format!("Landlock ABI {v} (files{net}{scope})")
+        }
+        None => "no Landlock: confined sources cannot start".into(),
+    };
+    // Before the namespace: inside it, root is no longer uid 0.
+    let root = nix::unistd::getuid().is_root();
+    let namespaces = match nix::sched::unshare(
+        nix::sched::CloneFlags::CLONE_NEWUSER | nix::sched::CloneFlags::CLONE_NEWNET,
+    ) {
+        Ok(()) => "user and network namespaces".to_string(),
+        Err(e) => format!("no unprivileged user namespaces ({e}): confined sources cannot start"),
+    };
+    let processes = if root {
+        "process limits not enforceable (running as root)"
+    } else {
+        "process, memory and file limits"
+    };
+    format!("{landlock}; {namespaces}; {processes}; no seccomp filter")
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe() -> String {
+    "none: confinement is enforced on Linux only".into()
 }
 
 #[cfg(test)]

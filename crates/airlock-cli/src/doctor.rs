@@ -39,7 +39,19 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         let timeout = config.hub.connect_timeout;
         let hub = Hub::probe(config, store, secrets);
         crate::show::sources_settled(&hub, timeout).await;
+        // What confines the sources that ask for it, once for all of them.
+        let mut layers = None;
         for s in hub.sources() {
+            if let Some(c) = &s.config.confine {
+                let layers = layers.get_or_insert_with(crate::confine::layers);
+                println!(
+                    "info  source {}: confined (network {}, {} read, {} write paths) by: {layers}",
+                    s.name(),
+                    c.network.as_str(),
+                    c.read.len(),
+                    c.write.len()
+                );
+            }
             let state = s.state();
             if state.label() == "ready" {
                 let snap = s.snapshot();

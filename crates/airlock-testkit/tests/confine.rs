@@ -98,4 +98,11 @@ async fn a_confinement_the_machine_cannot_enforce_stops_the_source() {
     let doctor = scratch.doctor(&config).await;
     assert!(doctor.contains("cannot confine"), "{doctor}");
     assert!(doctor.contains("does-not-exist"), "{doctor}");
+    // And doctor says what would confine it: each layer the kernel offers.
+    assert!(
+        doctor.contains(
+            "info  source fixture: confined (network none, 1 read, 0 write paths) by: Landlock ABI"
+        ),
+        "{doctor}"
+    );
 }

@@ -276,42 +276,15 @@ pub(crate) async fn connect(
             // A refusal after the handshake ends rmcp's connection; the
             // watch keeps why, for the call that was refused.
             let watching = (!static_auth).then_some(vault);
+            let name = config.name.as_str();
             let service = match authorized {
                 Some(client) => {
-                    handshake_http(
-                        StreamableHttpClientTransport::with_client(
-                            crate::oauth::Watched::new(
-                                client,
-                                &config.name,
-                                watching,
-                                login.clone(),
-                            ),
-                            http,
-                        ),
-                        config,
-                        handler,
-                        timeout,
-                        secrets,
-                    )
-                    .await?
+                    let client = crate::oauth::Watched::new(client, name, watching, login.clone());
+                    handshake_http(client, http, config, handler, timeout, secrets).await?
                 }
                 None => {
-                    handshake_http(
-                        StreamableHttpClientTransport::with_client(
-                            crate::oauth::Watched::new(
-                                client,
-                                &config.name,
-                                watching,
-                                login.clone(),
-                            ),
-                            http,
-                        ),
-                        config,
-                        handler,
-                        timeout,
-                        secrets,
-                    )
-                    .await?
+                    let client = crate::oauth::Watched::new(client, name, watching, login.clone());
+                    handshake_http(client, http, config, handler, timeout, secrets).await?
                 }
             };
             Ok(Connection::new(
@@ -327,7 +300,8 @@ pub(crate) async fn connect(
 /// asks for a login (401) fails the source with the command that gives it
 /// one; the source's record says so, for `status` and `doctor`.
 async fn handshake_http<C>(
-    transport: StreamableHttpClientTransport<C>,
+    client: C,
+    http: StreamableHttpClientTransportConfig,
     config: &SourceConfig,
     handler: UpstreamClient,
     timeout: Duration,
@@ -342,7 +316,10 @@ where
     };
     match tokio::time::timeout(
         timeout,
-        handler.serve_with_lifecycle(transport, lifecycle(config.protocol)),
+        handler.serve_with_lifecycle(
+            StreamableHttpClientTransport::with_client(client, http),
+            lifecycle(config.protocol),
+        ),
     )
     .await
     {
