@@ -25,7 +25,7 @@ async fn a_confined_source_reaches_only_what_was_reviewed() {
 
     let config = scratch
         .reviewed_config(&format!(
-            "[sources.fixture]\ncommand = \"{{fixture}}\"\nquote_output = false\n\n[sources.fixture.confine]\nwrite = [\"{}\"]\nnetwork = \"none\"\nopen_files = 256\n",
+            "[sources.fixture]\ncommand = \"{{fixture}}\"\nquote_output = false\n\n[sources.fixture.confine]\nwrite = [\"{}\"]\nnetwork = \"none\"\nopen_files = 256\nmemory_mib = 256\n",
             own.display()
         ))
         .await;
@@ -72,6 +72,9 @@ async fn a_confined_source_reaches_only_what_was_reviewed() {
         "connect=denied"
     );
     assert!(listener.accept().is_err(), "the listener saw a connection");
+    // Its memory is bounded: more than its limit is refused to it.
+    assert_eq!(probe(json!({"allocate_mib": 64})).await, "allocate=ok");
+    assert_eq!(probe(json!({"allocate_mib": 1024})).await, "allocate=denied");
     // Other processes' environments are out of reach (init's: readable by
     // root unconfined, and by its user); the hub is still up.
     assert_eq!(

@@ -35,7 +35,8 @@ fn heard(called: &mut Vec<String>, what: String) {
 }
 
 /// What a source could do here: read a file, write one, connect to an
-/// address, start `spawn` processes at once. One `what=ok|denied` each.
+/// address, allocate `allocate_mib` MiB, start `spawn` processes at once.
+/// One `what=ok|denied` each.
 fn probe(args: &Value) -> String {
     let mut said = Vec::new();
     let verdict = |ok: bool| if ok { "ok" } else { "denied" };
@@ -53,6 +54,14 @@ fn probe(args: &Value) -> String {
             std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
         });
         said.push(format!("connect={}", verdict(ok)));
+    }
+    if let Some(mib) = args["allocate_mib"].as_u64() {
+        let mut v: Vec<u8> = Vec::new();
+        let ok = v.try_reserve_exact((mib as usize) << 20).is_ok();
+        if ok {
+            v.resize((mib as usize) << 20, 1);
+        }
+        said.push(format!("allocate={}", verdict(ok)));
     }
     if let Some(n) = args["spawn"].as_u64() {
         let children: Vec<_> = (0..n)
@@ -89,7 +98,7 @@ fn tools(extra: bool) -> Value {
         json!({"name": "change", "description": "Add a tool and announce it.", "inputSchema": obj(json!({}))}),
         json!({"name": "leak", "description": "Echo this server's FIXTURE_TOKEN through every channel it has.", "inputSchema": obj(json!({}))}),
         json!({"name": "env", "description": "List the names of the environment variables this process sees.", "inputSchema": obj(json!({}))}),
-        json!({"name": "probe", "description": "Try to read a file, write one, connect to an address and start processes; say what worked.", "inputSchema": obj(json!({"read": {"type": "string"}, "write": {"type": "string"}, "connect": {"type": "string"}, "spawn": {"type": "integer"}}))}),
+        json!({"name": "probe", "description": "Try to read a file, write one, connect to an address and start processes; say what worked.", "inputSchema": obj(json!({"read": {"type": "string"}, "write": {"type": "string"}, "connect": {"type": "string"}, "spawn": {"type": "integer"}, "allocate_mib": {"type": "integer"}}))}),
         json!({"name": "bad.name", "description": "A name airlock cannot expose.", "inputSchema": obj(json!({}))}),
     ];
     if extra {
