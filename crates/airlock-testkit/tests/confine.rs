@@ -74,7 +74,10 @@ async fn a_confined_source_reaches_only_what_was_reviewed() {
     assert!(listener.accept().is_err(), "the listener saw a connection");
     // Its memory is bounded: more than its limit is refused to it.
     assert_eq!(probe(json!({"allocate_mib": 64})).await, "allocate=ok");
-    assert_eq!(probe(json!({"allocate_mib": 1024})).await, "allocate=denied");
+    assert_eq!(
+        probe(json!({"allocate_mib": 1024})).await,
+        "allocate=denied"
+    );
     // Other processes' environments are out of reach (init's: readable by
     // root unconfined, and by its user); the hub is still up.
     assert_eq!(

@@ -41,23 +41,13 @@ pub(crate) fn logs_in(config: &config::SourceConfig) -> bool {
     }
 }
 
-/// The command that logs a source in, for messages.
-pub fn login_command(source: &str) -> String {
-    format!("{} {source}", airlock_common::LOGIN_COMMAND)
-}
-
-/// What a source that needs a login says instead of answering.
-pub fn needs_login(source: &str, why: Option<&str>) -> String {
-    match why {
-        Some(why) => format!(
-            "`{source}` needs you to log in ({why}): run `{}` in a terminal",
-            login_command(source)
-        ),
-        None => format!(
-            "`{source}` needs you to log in: run `{}` in a terminal",
-            login_command(source)
-        ),
-    }
+/// What a source that needs a login says instead of answering: why, and
+/// the command that gives it one.
+fn needs_login(source: &str, why: &str) -> String {
+    format!(
+        "`{source}` needs you to log in ({why}): run `{} {source}` in a terminal",
+        airlock_common::LOGIN_COMMAND
+    )
 }
 
 /// The authorized HTTP client for a source that has logged in, wrapping
@@ -229,5 +219,5 @@ pub(crate) fn mark_needs_login(source: &str, secrets: Arc<dyn Vault>, needed: Ne
             login::MAX_STEP_UPS
         );
     }
-    needs_login(source, Some(&why))
+    needs_login(source, &why)
 }
