@@ -93,9 +93,18 @@ pub fn run(args: impl Iterator<Item = OsString>) -> ExitCode {
     match confine(&plan) {
         Ok(()) => {
             use std::os::unix::process::CommandExt;
-            let e = std::process::Command::new(&plan.program)
-                .args(&plan.args)
-                .exec();
+            // The loader's variables, held back from the confiner's own
+            // start, go to the program.
+            let mut command = std::process::Command::new(&plan.program);
+            for (k, v) in std::env::vars_os() {
+                if let Some(name) = k
+                    .to_str()
+                    .and_then(|k| k.strip_prefix(airlock_upstream::confine::LOADER_PREFIX))
+                {
+                    command.env_remove(&k).env(name, v);
+                }
+            }
+            let e = command.args(&plan.args).exec();
             eprintln!("airlock: cannot start `{program}` confined: {e}");
             ExitCode::from(127)
         }
@@ -176,10 +185,19 @@ const DEVICES_WRITE: &[&str] = &["/dev/null"];
 
 /// The program's own install tree: the directory above the one it is in
 /// (`/usr` for `/usr/bin/python3`, the package for `…/node/bin/node`).
+/// Never `/`, the home directory or a directory above it (a program in
+/// `~/bin` or `~/.local/bin` gets its own directory, not the home): then
+/// the program's own directory, or the program alone.
 fn install_tree(program: &Path) -> Option<PathBuf> {
     let real = program.canonicalize().ok()?;
     let dir = real.parent()?;
-    Some(dir.parent().unwrap_or(dir).to_path_buf())
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let too_wide =
+        |p: &Path| p.parent().is_none() || home.as_deref().is_some_and(|h| h.starts_with(p));
+    [dir.parent().unwrap_or(dir), dir, real.as_path()]
+        .into_iter()
+        .find(|p| !too_wide(p))
+        .map(Path::to_path_buf)
 }
 
 #[cfg(target_os = "linux")]
@@ -228,6 +246,21 @@ fn landlock(plan: &Plan) -> Result<(), String> {
     }
     if let Some(tree) = install_tree(&plan.program) {
         allow(&tree, read, true)?;
+    }
+    // A reviewed path is used only as it reads: one reached through a
+    // symbolic link (which the source may have planted) is refused.
+    for p in plan.read.iter().chain(&plan.write) {
+        match p.canonicalize() {
+            Ok(real) if real == *p => {}
+            Ok(real) => {
+                return Err(format!(
+                    "`{}` leads to `{}` (a symbolic link or `..` on the way); name the real path in [confine]",
+                    p.display(),
+                    real.display()
+                ));
+            }
+            Err(e) => return Err(format!("`{}` cannot be opened: {e}", p.display())),
+        }
     }
     for p in &plan.read {
         allow(p, read, true)?;
@@ -315,7 +348,10 @@ fn probe() -> String {
     } else {
         "process, memory and file limits"
     };
-    format!("{landlock}; {namespaces}; {processes}; no seccomp filter")
+    // What no layer here covers yet, said every time.
+    format!(
+        "{landlock}; {namespaces}; {processes}; not covered: Unix sockets with a path (Landlock ABI 9), chmod and chown of readable files (no seccomp filter)"
+    )
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -453,7 +453,16 @@ fn parse_confine(
                     },
                     None => base.join(raw),
                 };
-                Ok(expanded)
+                // Absolute now, so the confiner never reads it against
+                // the source's own directory.
+                std::path::absolute(&expanded).map_err(|e| {
+                    err(
+                        p.span().start,
+                        format!("{key}.{name}"),
+                        format!("`{raw}` cannot be made absolute: {e}"),
+                        "write the absolute path".into(),
+                    )
+                })
             })
             .collect::<Result<Vec<PathBuf>, ConfigError>>()
     };
@@ -1018,7 +1027,11 @@ call_timeout = "2m"
         )
         .unwrap();
         let confine = c.sources[0].confine.clone().unwrap();
-        assert_eq!(confine.read, [PathBuf::from("docs")]);
+        assert_eq!(
+            confine.read,
+            [std::env::current_dir().unwrap().join("docs")],
+            "relative to the config's directory, made absolute"
+        );
         assert_eq!(confine.write, [PathBuf::from("/srv/data")]);
         assert_eq!(confine.network, NetworkAccess::Host);
         assert_eq!(

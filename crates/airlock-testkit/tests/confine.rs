@@ -112,3 +112,21 @@ async fn a_confinement_the_machine_cannot_enforce_stops_the_source() {
         "{doctor}"
     );
 }
+
+#[tokio::test]
+async fn a_reviewed_path_reached_through_a_symbolic_link_is_refused() {
+    // The source itself could plant the link between two starts.
+    let scratch = Scratch::new();
+    let real = scratch.dir.path().join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = scratch.dir.path().join("docs");
+    std::os::unix::fs::symlink(scratch.dir.path(), &link).unwrap();
+    let config = scratch.config(&format!(
+        "[sources.fixture]\ncommand = \"{{fixture}}\"\n\n[sources.fixture.confine]\nread = [\"{}\"]\n",
+        link.display()
+    ));
+    scratch.approve_commands(&config, &["fixture"]).await;
+    let doctor = scratch.doctor(&config).await;
+    assert!(doctor.contains("cannot confine"), "{doctor}");
+    assert!(doctor.contains("a symbolic link"), "{doctor}");
+}

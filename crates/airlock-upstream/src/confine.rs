@@ -13,6 +13,16 @@ use airlock_config::Confinement;
 /// The first argument that makes `airlock` the confiner.
 pub const CONFINE_ARG: &str = "__confine";
 
+/// Variables the dynamic loader reads: set for a confined source, they
+/// would load code into the confiner before it confines anything. They
+/// reach it under this prefix, and it restores them just before `exec`.
+pub const LOADER_PREFIX: &str = "AIRLOCK_CONFINED_";
+
+/// Whether the dynamic loader reads `name` at start.
+pub fn read_by_the_loader(name: &str) -> bool {
+    name.starts_with("LD_") || matches!(name, "GCONV_PATH" | "GLIBC_TUNABLES" | "MALLOC_CONF")
+}
+
 /// The program and arguments that start `program args` confined by `c`.
 pub(crate) fn wrap(
     program: &Path,

@@ -158,6 +158,13 @@ pub(crate) async fn connect(
             let mut resolved_env = Vec::with_capacity(env.len());
             for (k, v) in env {
                 let value = secrets.resolve(v).map_err(|e| format!("env `{k}`: {e}"))?;
+                // What the loader reads would load into the confiner first.
+                let k = match &config.confine {
+                    Some(_) if crate::confine::read_by_the_loader(k) => {
+                        format!("{}{k}", crate::confine::LOADER_PREFIX)
+                    }
+                    _ => k.clone(),
+                };
                 resolved_env.push((k, value));
             }
             // Spawned by the absolute path review judged (resolved with the
@@ -179,6 +186,9 @@ pub(crate) async fn connect(
                 .envs(
                     INHERITED_ENV
                         .iter()
+                        // A confined source is not told where the user's
+                        // session sockets (D-Bus, the keyring) are.
+                        .filter(|k| config.confine.is_none() || **k != "XDG_RUNTIME_DIR")
                         .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
                 )
                 .args(args)
@@ -200,11 +210,12 @@ pub(crate) async fn connect(
             let stdout = child.stdout.take().ok_or("the child has no stdout")?;
             let stdin = child.stdin.take().ok_or("the child has no stdin")?;
             let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+            let mut stderr_reader = None;
             if let Some(stderr) = child.stderr.take() {
                 let secrets = secrets.clone();
                 let tail = stderr_tail.clone();
                 let source = config.name.clone();
-                tokio::spawn(async move {
+                stderr_reader = Some(tokio::spawn(async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         // A server may print its own credentials.
@@ -216,7 +227,7 @@ pub(crate) async fn connect(
                         }
                         t.push_back(line);
                     }
-                });
+                }));
             }
             let transport =
                 AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message_bytes);
@@ -228,8 +239,17 @@ pub(crate) async fn connect(
             {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
+                    // Why it ended is often its last words (a confiner
+                    // that refused, a missing module): wait for them.
                     let _ = child.start_kill();
-                    let exited = child.try_wait().ok().flatten();
+                    let settle = Duration::from_millis(500);
+                    let exited = tokio::time::timeout(settle, child.wait())
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                    if let Some(reader) = stderr_reader {
+                        let _ = tokio::time::timeout(settle, reader).await;
+                    }
                     let tail = stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
                     let mut msg = format!("the MCP handshake failed: {}", handshake_failure(&e));
                     if let Some(s) = exited {
