@@ -64,7 +64,7 @@ command = "{_npm_bin('mcp-server-everything')}"
 # The official servers run confined, as a careful user would run them:
 # their own code readable, the served folder writable, no network.
 [sources.everything.confine]
-read = ["{TOOLS / 'node_modules'}"]
+read = ["{(TOOLS / 'node_modules').resolve()}"]
 network = "none"
 
 [sources.fs]
@@ -72,8 +72,8 @@ command = "{_npm_bin('mcp-server-filesystem')}"
 args = ["{files}"]
 
 [sources.fs.confine]
-read = ["{TOOLS / 'node_modules'}"]
-write = ["{files}"]
+read = ["{(TOOLS / 'node_modules').resolve()}"]
+write = ["{files.resolve()}"]
 network = "none"
 
 [sources.everything-http]
