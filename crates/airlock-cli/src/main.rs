@@ -14,6 +14,7 @@ mod import;
 mod logging;
 mod policy;
 mod rules;
+mod runs;
 mod secret;
 mod serve;
 mod show;
@@ -123,6 +124,11 @@ enum Command {
     Policy {
         #[command(subcommand)]
         command: PolicyCommand,
+    },
+    /// Code mode's runs: list them, or show one with its journal.
+    Runs {
+        #[command(subcommand)]
+        command: Option<RunsCommand>,
     },
     /// Read, filter and export the audit log, or verify its chain.
     Audit {
@@ -240,6 +246,14 @@ enum AuthCommand {
 }
 
 #[derive(Subcommand)]
+enum RunsCommand {
+    /// The newest runs (the default).
+    List,
+    /// One run: its code, state and journal.
+    Show { id: String },
+}
+
+#[derive(Subcommand)]
 enum AuditCommand {
     /// Check the hash chain and name the first broken record.
     Verify,
@@ -284,6 +298,10 @@ fn main() -> ExitCode {
             SecretCommand::Rm { name } => secret::rm(&name),
         },
         Command::Pending { all } => approvals::pending(all),
+        Command::Runs { command } => match command {
+            None | Some(RunsCommand::List) => runs::list(),
+            Some(RunsCommand::Show { id }) => runs::show(&id),
+        },
         Command::Approve {
             id,
             for_run,

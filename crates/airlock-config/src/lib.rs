@@ -27,9 +27,9 @@ pub use credentials::names_a_credential;
 pub use error::ConfigError;
 pub use import::{ClientKind, ImportOutput, import_json};
 pub use model::{
-    Action, ApprovalPage, ArgCondition, ArgTest, Config, Confinement, HubSettings, Layer,
-    NetworkAccess, OAuthSettings, Protocol, ResourceIndicator, RuleConfig, Sessions, SourceConfig,
-    Transport,
+    Action, ApprovalPage, ArgCondition, ArgTest, CodeLimits, CodeMode, Config, Confinement,
+    HubSettings, Layer, NetworkAccess, OAuthSettings, Protocol, ResourceIndicator, RuleConfig,
+    Sessions, SourceConfig, Transport,
 };
 pub use names::{SOURCE_NAME_RULE, validate_source_name};
 

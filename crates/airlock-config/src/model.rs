@@ -117,6 +117,44 @@ pub struct HubSettings {
     pub allowed_programs: Option<Vec<String>>,
     /// How a person is pointed at the approval page when a call asks.
     pub approval_page: ApprovalPage,
+    /// Whether clients are offered code mode's meta tools.
+    pub code_mode: CodeMode,
+    /// What one code-mode run may use.
+    pub code: CodeLimits,
+}
+
+/// Code mode: the model writes a program that calls tools through airlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CodeMode {
+    /// No meta tools.
+    #[default]
+    Off,
+    /// The meta tools beside every tool.
+    Beside,
+    /// The meta tools instead of the tools: calls go through `run_code`.
+    Only,
+}
+
+/// The caps on one code-mode run (`[hub] code_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeLimits {
+    pub memory_mib: u64,
+    /// JavaScript time per run (waiting for calls does not count).
+    pub cpu: Duration,
+    pub output_kib: u64,
+    /// Tool calls per run.
+    pub calls: u32,
+}
+
+impl Default for CodeLimits {
+    fn default() -> Self {
+        CodeLimits {
+            memory_mib: 64,
+            cpu: Duration::from_secs(5),
+            output_kib: 64,
+            calls: 100,
+        }
+    }
 }
 
 /// How the approval page reaches the person when a call waits for them.
@@ -144,6 +182,8 @@ impl Default for HubSettings {
             approval_retention: Duration::from_secs(24 * 3600),
             allowed_programs: None,
             approval_page: ApprovalPage::Open,
+            code_mode: CodeMode::Off,
+            code: CodeLimits::default(),
         }
     }
 }

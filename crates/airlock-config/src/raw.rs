@@ -9,8 +9,8 @@ use toml::Spanned;
 
 use crate::error::ConfigError;
 use crate::model::{
-    ApprovalPage, Config, Confinement, HubSettings, Layer, NetworkAccess, OAuthSettings, Protocol,
-    ResourceIndicator, Sessions, SourceConfig, Transport,
+    ApprovalPage, CodeMode, Config, Confinement, HubSettings, Layer, NetworkAccess, OAuthSettings,
+    Protocol, ResourceIndicator, Sessions, SourceConfig, Transport,
 };
 use crate::names::validate_source_name;
 use crate::rules::RawRule;
@@ -39,6 +39,11 @@ struct RawHub {
     approval_retention: Option<Spanned<String>>,
     allowed_programs: Option<Vec<String>>,
     approval_page: Option<Spanned<String>>,
+    code_mode: Option<Spanned<String>>,
+    code_memory_mib: Option<Spanned<i64>>,
+    code_cpu: Option<Spanned<String>>,
+    code_output_kib: Option<Spanned<i64>>,
+    code_calls: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -298,6 +303,52 @@ fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigEr
     }
     if let Some(t) = h.approval_retention {
         hub.approval_retention = duration(path, text, "hub.approval_retention", &t)?;
+    }
+    if let Some(m) = h.code_mode {
+        hub.code_mode = match m.get_ref().as_str() {
+            "off" => CodeMode::Off,
+            "beside" => CodeMode::Beside,
+            "only" => CodeMode::Only,
+            other => {
+                return Err(err(
+                    m.span().start,
+                    "hub.code_mode".into(),
+                    format!("`{other}` is not a code mode"),
+                    "use \"off\", \"beside\" (the meta tools beside every tool) or \"only\" (the meta tools instead)".into(),
+                ));
+            }
+        };
+    }
+    let bounded =
+        |v: &Option<Spanned<i64>>, name: &str, range: std::ops::RangeInclusive<i64>| match v {
+            Some(v) if !range.contains(v.get_ref()) => Err(err(
+                v.span().start,
+                format!("hub.{name}"),
+                format!(
+                    "{} is outside {}..={}",
+                    v.get_ref(),
+                    range.start(),
+                    range.end()
+                ),
+                format!(
+                    "give a value from {} to {}, or remove `{name}`",
+                    range.start(),
+                    range.end()
+                ),
+            )),
+            v => Ok(v.as_ref().map(|v| *v.get_ref())),
+        };
+    if let Some(m) = bounded(&h.code_memory_mib, "code_memory_mib", 8..=4096)? {
+        hub.code.memory_mib = m as u64;
+    }
+    if let Some(k) = bounded(&h.code_output_kib, "code_output_kib", 1..=16384)? {
+        hub.code.output_kib = k as u64;
+    }
+    if let Some(c) = bounded(&h.code_calls, "code_calls", 1..=10000)? {
+        hub.code.calls = c as u32;
+    }
+    if let Some(t) = &h.code_cpu {
+        hub.code.cpu = duration(path, text, "hub.code_cpu", t)?;
     }
     Ok(hub)
 }

@@ -17,6 +17,11 @@ const HUB_KEYS: &[&str] = &[
     "approval_retention",
     "allowed_programs",
     "approval_page",
+    "code_mode",
+    "code_memory_mib",
+    "code_cpu",
+    "code_output_kib",
+    "code_calls",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",

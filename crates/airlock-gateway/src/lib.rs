@@ -4,6 +4,8 @@
 //!   and the calls in flight between them.
 //! - [`session`] is the MCP server one client talks to.
 //! - [`pipeline`] is the life of one `tools/call`, one step per module.
+//! - `code` is code mode: the model's program in the sandbox, its calls
+//!   through the pipeline, and the journal that makes a resume safe.
 //! - [`faces`] put sessions on stdio or Streamable HTTP.
 //!
 //! Upstream connections live in `airlock-upstream`, durable state in
@@ -11,6 +13,7 @@
 
 pub mod catalog;
 pub mod channels;
+mod code;
 pub mod control;
 pub mod faces;
 pub mod hub;

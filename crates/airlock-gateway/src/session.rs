@@ -240,6 +240,8 @@ impl Session {
                 .clients
                 .lane_of_program(name, version)
                 .map(|key| (key, true)),
+            // A run's calls take the lane of the client that started it.
+            RunKey::Code(_) => None,
         }
     }
 
@@ -351,7 +353,10 @@ impl ServerHandler for Session {
         self.hub.first_contact().await;
         self.remember(&context);
         Ok(versions::listed(
-            ListToolsResult::with_all_items(self.hub.view().visible_tools()),
+            ListToolsResult::with_all_items(crate::code::listed(
+                self.hub.settings().code_mode,
+                self.hub.view().visible_tools(),
+            )),
             is_modern(&context),
         ))
     }
@@ -379,7 +384,20 @@ impl ServerHandler for Session {
             gone: self.gone.clone(),
             started: Instant::now(),
             started_at_ms: now_ms(),
+            code: None,
         };
+        if crate::code::is_meta(&self.hub, &call.params.name) {
+            return crate::code::call(&self.hub, call).await;
+        }
+        if self.hub.settings().code_mode == airlock_config::CodeMode::Only {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "`{}` is not offered directly: this hub runs in code mode only; call it from run_code (search_tools finds it)",
+                    call.params.name
+                ),
+                None,
+            ));
+        }
         pipeline::run(&self.hub, call).await
     }
 

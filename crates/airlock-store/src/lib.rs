@@ -4,8 +4,8 @@
 //! [`Store`] trait: the catalog of what each source offered when last seen,
 //! each source's last known status, the contracts a person reviewed, and
 //! the approval ledger, the standing rules people created, the commands
-//! they approved, and the hash-chained audit log of every decision and
-//! outcome. The one backend today is embedded SQLite ([`SqliteStore`]) in
+//! they approved, the hash-chained audit log of every decision and
+//! outcome, and code mode's runs with their journals. The one backend today is embedded SQLite ([`SqliteStore`]) in
 //! the user's data directory.
 //!
 //! This crate knows nothing about MCP beyond storing definitions as JSON.
@@ -13,6 +13,7 @@
 use airlock_common::now_ms;
 
 pub mod ledger;
+pub mod runs;
 mod sqlite;
 
 pub use sqlite::SqliteStore;
@@ -283,6 +284,27 @@ pub trait Store: Send + Sync + 'static {
     fn ledger_list(&self, all: bool) -> Result<Vec<ledger::ApprovalRow>>;
     /// One approval row by id, in whatever state.
     fn ledger_row(&self, id: &str) -> Result<Option<ledger::ApprovalRow>>;
+
+    // Code mode: runs and their journals (see [`runs`]).
+
+    /// Records a new run as `running`; runs and journals older than
+    /// `retention_ms` that are no longer running are deleted on the way.
+    fn run_create(&self, run: &runs::NewRun, retention_ms: i64) -> Result<()>;
+    fn run_row(&self, id: &str) -> Result<Option<runs::RunRow>>;
+    /// `paused → running` for `principal`'s run, once: none when the run
+    /// is not paused (another resume took it, or it ended) or not theirs.
+    fn run_take(&self, id: &str, principal: &str) -> Result<Option<runs::RunRow>>;
+    /// Sets where a run is, and why.
+    fn run_set(&self, id: &str, state: runs::RunState, detail: &str) -> Result<()>;
+    /// The newest runs first.
+    fn runs_list(&self, limit: usize) -> Result<Vec<runs::RunRow>>;
+    fn journal(&self, run: &str) -> Result<Vec<runs::JournalEntry>>;
+    /// Records that call `seq` was sent on; fails if the journal has it.
+    fn journal_start(&self, run: &str, seq: u32, tool: &str, args_digest: &str) -> Result<()>;
+    /// Call `seq` settled with `reply` (scrubbed JSON).
+    fn journal_settle(&self, run: &str, seq: u32, reply: &str) -> Result<()>;
+    /// Call `seq` waits for approval `approval`.
+    fn journal_pause(&self, run: &str, seq: u32, approval: &str) -> Result<()>;
 
     /// Rules people created by choosing "always allow".
     fn standing_rules(&self) -> Result<Vec<ledger::StandingRule>>;

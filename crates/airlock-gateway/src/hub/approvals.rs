@@ -135,6 +135,9 @@ pub(crate) enum RunKey {
     /// grant's time and calls. The name is the client's word, not proof:
     /// every holder of the user's token is the user.
     Client(String, String),
+    /// A code-mode run: the grant covers the rest of the run, resumes
+    /// included.
+    Code(String),
 }
 
 impl RunKey {

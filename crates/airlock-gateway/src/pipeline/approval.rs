@@ -84,9 +84,11 @@ pub(crate) async fn ask(
     // One deadline everywhere: a call that waits here stops waiting after
     // approval_wait, so the approval expires then too, and every channel
     // counts down to that moment. A 2026-07-28 client asked with the form
-    // ends this request and retries later, within approval_ttl.
+    // ends this request and retries later, within approval_ttl; so does a
+    // code-mode run, which pauses and is resumed.
+    let pauses = call.code.is_some();
     let client_retries = call.modern && prompt::can_ask(desk, &call);
-    let ttl = if client_retries {
+    let ttl = if client_retries || pauses {
         timing.ttl
     } else {
         timing.ttl.min(timing.wait)
@@ -110,8 +112,10 @@ pub(crate) async fn ask(
         tool = %frozen.tool,
         "approval needed: run `airlock approve {id}` or `airlock deny {id}` (`airlock pending` lists them)"
     );
-    let mut asking =
-        prompt::can_ask(desk, &call).then(|| prompt::form(&frozen, pending.expires_at_ms()));
+    // A run's call cannot end its request with the form (the request is
+    // the run's): a 2026-07-28 client's person answers on the page.
+    let mut asking = (prompt::can_ask(desk, &call) && !(pauses && call.modern))
+        .then(|| prompt::form(&frozen, pending.expires_at_ms()));
     // A client that can show the form asks the person itself; otherwise
     // point them at the approval page. (The page lists every waiting call
     // either way.)
@@ -123,6 +127,7 @@ pub(crate) async fn ask(
     // A 2026-07-28 client is asked by ending the call with the form; its
     // retry brings the answer (prompt::resume).
     if call.modern
+        && !pauses
         && let Some(form) = asking.take()
     {
         let _ = audit.approval(
@@ -139,14 +144,63 @@ pub(crate) async fn ask(
         form.withdraw();
     }
     desk.approvals.forget_waiter(&id);
+    ended(desk, audit, call, target, waited)
+}
+
+/// A resumed run's call that paused on approval `id`: decided since, it
+/// settles like any approval; still pending, it waits again (and pauses
+/// again if the wait ends undecided). Only the call that asked may use it.
+pub(crate) async fn rejoin(
+    desk: &Desk<'_>,
+    audit: &Audit,
+    call: ToolCall,
+    target: Target,
+    id: &str,
+) -> Admission {
+    let failed = |why: &str| Admission::Refused(Outcome::Failed(why.to_string()));
+    match desk.store.ledger_row(id) {
+        Ok(Some(row))
+            if row.call.tool == call.params.name.as_ref()
+                && row.call.args_digest == prompt::arguments_digest(&call)
+                && row.call.principal == desk.approvals.principal() => {}
+        Ok(_) => return failed("the approval this run waited for belongs to no such call"),
+        Err(e) => return failed(&format!("the approval could not be read: {e}")),
+    }
+    let waited = match desk.store.ledger_waited(id) {
+        Ok(Waited::Pending(pending)) => {
+            let wake = desk.approvals.waiter(id);
+            let waited = wait(desk, audit, &call, pending, &wake).await;
+            desk.approvals.forget_waiter(id);
+            waited
+        }
+        Ok(decided) => Ok(decided),
+        Err(e) => return failed(&format!("the approval could not be read: {e}")),
+    };
+    ended(desk, audit, call, target, waited)
+}
+
+/// How a wait ended becomes the call's fate; a run's call still undecided
+/// pauses the run.
+fn ended(
+    desk: &Desk<'_>,
+    audit: &Audit,
+    call: ToolCall,
+    target: Target,
+    waited: Result<Waited, Outcome>,
+) -> Admission {
     match waited {
+        Ok(Waited::Pending(p)) if call.code.is_some() => {
+            let _ = audit.approval("paused", "", "the run pauses until the user decides");
+            Admission::Paused(p.id().to_string())
+        }
         Ok(waited) => settle(desk, audit, call, target, waited),
         Err(outcome) => Admission::Refused(outcome),
     }
 }
 
 /// Waits for the row to leave `pending`: a decision, the clock, or the
-/// client giving up.
+/// client giving up. A run's call stops waiting after `approval_wait`
+/// and leaves the row pending (`Ok(Waited::Pending)`): the run pauses.
 async fn wait(
     desk: &Desk<'_>,
     audit: &Audit,
@@ -157,6 +211,10 @@ async fn wait(
     // The approval's own expiry, the moment every channel counts down to.
     let left = (pending.expires_at_ms() - now_ms()).max(0) as u64;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(left);
+    let pause = match call.code {
+        Some(_) => tokio::time::Instant::now() + desk.approvals.timing.wait,
+        None => deadline,
+    };
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.tick().await;
     let mut ticks = 0u32;
@@ -175,6 +233,9 @@ async fn wait(
                     // A decision committed at the last moment: it wins.
                     Expiry::DecisionWon(w) => Ok(w),
                 };
+            }
+            _ = tokio::time::sleep_until(pause), if pause < deadline => {
+                return Ok(Waited::Pending(pending));
             }
             _ = keep_alive.tick() => {
                 ticks += 1;

@@ -22,7 +22,11 @@ impl Audit {
     pub(crate) fn new(store: Arc<dyn Store>, call: &ToolCall, target: &Target) -> Audit {
         Audit {
             store,
-            call: call.id.to_string(),
+            // A run's calls are known by run and position.
+            call: match &call.code {
+                Some(c) => format!("{}#{}", c.run, c.seq),
+                None => call.id.to_string(),
+            },
             source: target.source_name.clone(),
             connection: target.connection.clone(),
             tool: call.params.name.to_string(),

@@ -164,9 +164,11 @@ fn answered(
             hub.approvals.timing.ttl,
         ),
         Ok(CallToolResponse::Complete(mut r)) => {
-            // Upstream text never speaks with airlock's voice.
+            // Upstream text never speaks with airlock's voice. A run's
+            // code gets the data itself; what the run returns to the
+            // model is quoted as a whole (see `code::run`).
             let source = hub.sources.get(source);
-            if source.config.quote_output {
+            if source.config.quote_output && call.code.is_none() {
                 crate::quote::result(source.name(), &mut r);
             }
             Outcome::Answered(versions::call(CallToolResponse::Complete(r)))
@@ -174,7 +176,7 @@ fn answered(
         Ok(other) => Outcome::Answered(other),
         Err(UpstreamError::Mcp { error, .. }) => {
             let source = hub.sources.get(source);
-            Outcome::Refused(match source.config.quote_output {
+            Outcome::Refused(match source.config.quote_output && call.code.is_none() {
                 true => crate::quote::source_error(source.name(), error),
                 false => error,
             })

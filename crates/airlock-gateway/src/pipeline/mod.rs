@@ -10,6 +10,7 @@
 //!                            └─approval──▶ Executing ─┤──▶ Allowed ──forward──▶ Ran ──record
 //!    answer: prompt::resume ──approval──▶ Executing ──┤
 //!    resume: parked call ──▶ Resumed ─────────────────┘
+//!    rejoin: a resumed run's paused call ──approval──▶ Executing (or pauses again)
 //! ```
 //!
 //! [`forward`] takes only an [`Allowed`], and an `Allowed` can only be made
@@ -42,7 +43,7 @@ use crate::hub::{Hub, RunKey, SessionId};
 pub(crate) use audit::Audit;
 pub(crate) use forward::Outcome;
 pub(crate) use resolve::Target;
-pub(crate) use settle::Desk;
+pub(crate) use settle::{DECLINED, Desk, TIMED_OUT};
 pub(crate) use stage::Allowed;
 
 /// One call as the client made it, with who made it.
@@ -69,6 +70,16 @@ pub(crate) struct ToolCall {
     pub gone: CancellationToken,
     pub started: Instant,
     pub started_at_ms: i64,
+    /// Set when code mode's bridge made the call: which run, which call.
+    pub code: Option<CodeCall>,
+}
+
+/// A call a code-mode run made through the bridge: it pauses the run
+/// instead of expiring when a person has not decided in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CodeCall {
+    pub run: String,
+    pub seq: u32,
 }
 
 impl ToolCall {
@@ -96,6 +107,8 @@ enum Entry {
     /// A state airlock did not issue: a source's states reach clients only
     /// inside airlock's seal, so this one is made up.
     Unknown,
+    /// A resumed run's call, rejoining the approval it paused on.
+    Rejoin,
 }
 
 impl Entry {
@@ -117,16 +130,66 @@ pub(crate) enum Admission {
     Refused(Outcome),
     /// The person is asked through the client: end the call with this.
     AskClient(CallToolResponse),
+    /// A run's call still undecided after the wait: the run pauses on
+    /// this approval.
+    Paused(String),
+}
+
+/// How a call ends: what the client gets, or (a run's call) a pause.
+pub(crate) enum Ending {
+    Outcome(Outcome),
+    AskClient(CallToolResponse),
+    Paused(String),
 }
 
 pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolResponse, ErrorData> {
+    match admit_and_forward(hub, call, None).await? {
+        Ending::Outcome(outcome) => outcome.into_response(),
+        Ending::AskClient(response) => Ok(response),
+        // Only a run's call pauses, and those come through `bridged`.
+        Ending::Paused(_) => {
+            Outcome::Failed("the call paused outside a run".into()).into_response()
+        }
+    }
+}
+
+/// A code-mode run's call, through the same steps as a client's; with
+/// `rejoin`, the approval a paused run's call waited for.
+pub(crate) async fn bridged(
+    hub: &Arc<Hub>,
+    call: ToolCall,
+    rejoin: Option<&str>,
+) -> Result<Ending, ErrorData> {
+    admit_and_forward(hub, call, rejoin).await
+}
+
+async fn admit_and_forward(
+    hub: &Arc<Hub>,
+    call: ToolCall,
+    rejoin: Option<&str>,
+) -> Result<Ending, ErrorData> {
     // One snapshot of what decides, for the whole call.
     let view = hub.view();
     // 1. Which source and upstream tool the exposed name means.
     let target = resolve::tool(&hub.sources, &view, &call.params.name)?;
     let audit = Audit::new(hub.store.clone(), &call, &target);
     // 2. Exactly one decision, recorded; only an allowed call goes on.
-    let admission = match Entry::of(&call) {
+    let entry = match rejoin {
+        Some(_) => Entry::Rejoin,
+        None => Entry::of(&call),
+    };
+    let admission = match entry {
+        // 2d. A resumed run's call that paused on an approval.
+        Entry::Rejoin => {
+            approval::rejoin(
+                &Desk::of(hub),
+                &audit,
+                call,
+                target,
+                rejoin.unwrap_or_default(),
+            )
+            .await
+        }
         Entry::Fresh => match decide::call(&view, &audit, &hub.secrets, &call) {
             decide::Verdict::Allow(yes) => {
                 Admission::Allowed(Box::new(Allowed::by_policy(call, target, yes)))
@@ -168,21 +231,26 @@ pub(crate) async fn run(hub: &Arc<Hub>, call: ToolCall) -> Result<CallToolRespon
     };
     let allowed = match admission {
         Admission::Allowed(allowed) => *allowed,
-        Admission::Refused(outcome) => return outcome.into_response(),
-        Admission::AskClient(response) => return Ok(response),
+        Admission::Refused(outcome) => return Ok(Ending::Outcome(outcome)),
+        Admission::AskClient(response) => return Ok(Ending::AskClient(response)),
+        Admission::Paused(approval) => return Ok(Ending::Paused(approval)),
     };
     // 3. Call the source within its time and size budget.
     let ran = forward::tool(&forward::Wire::of(hub), allowed).await;
     // 4. Record how it ended; an approval is spent whatever happened.
-    record::call(&audit, hub.store.as_ref(), ran)
+    Ok(Ending::Outcome(record::call(
+        &audit,
+        hub.store.as_ref(),
+        ran,
+    )))
 }
 
 /// A retry whose state does not hold: refused and recorded; nothing runs.
-fn refuse_state(audit: &Audit, call: &ToolCall, why: &str) -> Result<CallToolResponse, ErrorData> {
+fn refuse_state(audit: &Audit, call: &ToolCall, why: &str) -> Result<Ending, ErrorData> {
     let refused = Outcome::Refused(ErrorData::invalid_params(
         format!("airlock: {why}; nothing ran"),
         None,
     ));
     audit.outcome(&refused, call);
-    refused.into_response()
+    Ok(Ending::Outcome(refused))
 }

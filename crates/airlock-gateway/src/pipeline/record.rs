@@ -3,17 +3,11 @@
 //! and the approval it spent, if any, closed.
 
 use airlock_store::Store;
-use rmcp::ErrorData;
-use rmcp::model::CallToolResponse;
 
 use super::forward::Ran;
 use super::{Audit, Outcome};
 
-pub(crate) fn call(
-    audit: &Audit,
-    store: &dyn Store,
-    ran: Ran,
-) -> Result<CallToolResponse, ErrorData> {
+pub(crate) fn call(audit: &Audit, store: &dyn Store, ran: Ran) -> Outcome {
     let Ran {
         call,
         outcome,
@@ -32,5 +26,5 @@ pub(crate) fn call(
             tracing::error!(error = %e, "cannot record how an approved call ended");
         }
     }
-    outcome.into_response()
+    outcome
 }

@@ -112,6 +112,30 @@ const MIGRATIONS: &[&str] = &[
         WHEN choice = 'run' THEN 'allow_for_run'
         WHEN choice = 'always' THEN 'always_allow'
         ELSE 'allow_once' END;",
+    // 8: code mode's runs and their journals.
+    "CREATE TABLE runs (
+        id            TEXT PRIMARY KEY,
+        principal     TEXT NOT NULL,
+        code          TEXT NOT NULL,
+        seed          INTEGER NOT NULL,
+        clock_ms      INTEGER NOT NULL,
+        state         TEXT NOT NULL,
+        detail        TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        resumes       INTEGER NOT NULL
+    );
+    CREATE TABLE journal (
+        run         TEXT NOT NULL REFERENCES runs (id),
+        seq         INTEGER NOT NULL,
+        tool        TEXT NOT NULL,
+        args_digest TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        reply       TEXT NOT NULL,
+        approval    TEXT NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        PRIMARY KEY (run, seq)
+    );",
 ];
 
 pub(crate) fn apply(conn: &Connection, path: &Path) -> Result<()> {

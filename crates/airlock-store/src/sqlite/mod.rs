@@ -12,6 +12,7 @@
 
 mod ledger;
 mod migrations;
+mod runs;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -530,6 +531,42 @@ impl Store for SqliteStore {
 
     fn ledger_row(&self, id: &str) -> Result<Option<crate::ledger::ApprovalRow>> {
         ledger::row(&self.conn(), id)
+    }
+
+    fn run_create(&self, run: &crate::runs::NewRun, retention_ms: i64) -> Result<()> {
+        runs::create(&self.conn(), run, retention_ms)
+    }
+
+    fn run_row(&self, id: &str) -> Result<Option<crate::runs::RunRow>> {
+        runs::row(&self.conn(), id)
+    }
+
+    fn run_take(&self, id: &str, principal: &str) -> Result<Option<crate::runs::RunRow>> {
+        runs::take(&self.conn(), id, principal)
+    }
+
+    fn run_set(&self, id: &str, state: crate::runs::RunState, detail: &str) -> Result<()> {
+        runs::set(&self.conn(), id, state, detail)
+    }
+
+    fn runs_list(&self, limit: usize) -> Result<Vec<crate::runs::RunRow>> {
+        runs::list(&self.conn(), limit)
+    }
+
+    fn journal(&self, run: &str) -> Result<Vec<crate::runs::JournalEntry>> {
+        runs::journal(&self.conn(), run)
+    }
+
+    fn journal_start(&self, run: &str, seq: u32, tool: &str, args_digest: &str) -> Result<()> {
+        runs::start(&self.conn(), run, seq, tool, args_digest)
+    }
+
+    fn journal_settle(&self, run: &str, seq: u32, reply: &str) -> Result<()> {
+        runs::settle(&self.conn(), run, seq, reply)
+    }
+
+    fn journal_pause(&self, run: &str, seq: u32, approval: &str) -> Result<()> {
+        runs::pause(&self.conn(), run, seq, approval)
     }
 
     fn standing_rules(&self) -> Result<Vec<crate::ledger::StandingRule>> {

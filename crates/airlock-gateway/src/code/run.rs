@@ -1,0 +1,345 @@
+//! `run_code` and `resume_run`: a run's life.
+//!
+//! A run starts with a fresh seed and the current time as its clock, both
+//! stored with its code. Each call the code makes is journaled as
+//! *started* before it enters the pipeline and as *settled* (with the
+//! scrubbed reply) before the code sees the result. A call still waiting
+//! for a person when `approval_wait` ends pauses the run: calls already in
+//! flight settle and are journaled, nothing new starts, and the model is
+//! given the run id.
+//!
+//! `resume_run` takes a paused run once (a conditional update), and runs
+//! the same code with the same seed and clock: a call the journal has
+//! settled gets its recorded reply without reaching the upstream; the call
+//! that paused rejoins its approval; a call past the journal runs live. A
+//! call whose tool or arguments differ from the journal's at its position
+//! ends the run as diverged, and makes no call. A call journaled as
+//! started but never settled (the hub stopped under it) is never repeated:
+//! the run fails. Resuming records no decision (I2).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use airlock_common::now_ms;
+use airlock_policy::contract;
+use airlock_sandbox::{Ended, Limits, Next, Program, Reply, ToolName};
+use airlock_store::runs::{EntryState, JournalEntry, NewRun, RunState};
+use airlock_upstream::Secrets;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use rmcp::ErrorData;
+use rmcp::model::CallToolResponse;
+use serde_json::{Value, json};
+
+use super::bridge::{self, Settled};
+use super::search;
+use crate::hub::Hub;
+use crate::pipeline::ToolCall;
+
+/// The largest program accepted.
+const MAX_CODE_BYTES: usize = 256 << 10;
+
+pub(super) async fn start(
+    hub: &Arc<Hub>,
+    outer: ToolCall,
+    code: String,
+) -> Result<CallToolResponse, ErrorData> {
+    if code.len() > MAX_CODE_BYTES {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "the code is {} bytes, more than the {MAX_CODE_BYTES} a run accepts",
+                code.len()
+            ),
+            None,
+        ));
+    }
+    // A secret never enters the sandbox, nor the stored run (I1).
+    if hub.secrets.scrub(&code) != code {
+        return Err(ErrorData::invalid_params(
+            "the code contains a secret value; airlock gives tools their credentials itself, so code never needs one",
+            None,
+        ));
+    }
+    let run = NewRun {
+        id: format!("run-{}", airlock_common::random::hex::<8>()),
+        principal: hub.approvals.principal().to_string(),
+        code,
+        seed: u32::from_le_bytes(airlock_common::random::bytes::<4>()),
+        clock_ms: now_ms(),
+    };
+    let retention = hub.settings().approval_retention.as_millis() as i64;
+    if let Err(e) = hub.store.run_create(&run, retention) {
+        return Err(ErrorData::internal_error(
+            format!("airlock: the run could not be recorded ({e}), so it did not start"),
+            None,
+        ));
+    }
+    Ok(drive(hub, &outer, &run, HashMap::new()).await)
+}
+
+pub(super) async fn resume(
+    hub: &Arc<Hub>,
+    outer: ToolCall,
+    id: String,
+) -> Result<CallToolResponse, ErrorData> {
+    let principal = hub.approvals.principal();
+    let store_error = |e: airlock_store::StoreError| {
+        ErrorData::internal_error(format!("airlock: the run could not be read: {e}"), None)
+    };
+    let Some(row) = hub.store.run_take(&id, principal).map_err(store_error)? else {
+        let why = match hub.store.run_row(&id).map_err(store_error)? {
+            Some(row) if row.principal == principal => match row.state {
+                RunState::Running => "it is running (a resume already took it)".to_string(),
+                state => format!("it is {}, not paused", state.as_str()),
+            },
+            _ => "there is no such run".to_string(),
+        };
+        return Err(ErrorData::invalid_params(
+            format!("cannot resume `{id}`: {why}"),
+            None,
+        ));
+    };
+    let journal = hub
+        .store
+        .journal(&id)
+        .map_err(store_error)?
+        .into_iter()
+        .map(|e| (e.seq, e))
+        .collect();
+    let run = NewRun {
+        id: row.id,
+        principal: row.principal,
+        code: row.code,
+        seed: row.seed,
+        clock_ms: row.clock_ms,
+    };
+    Ok(drive(hub, &outer, &run, journal).await)
+}
+
+/// Why a run stopped before its code did.
+enum Halt {
+    Diverged(String),
+    Failed(String),
+}
+
+/// Runs `run`'s code to its end, a pause, or a halt, with `journal` from
+/// an earlier attempt, and records how it ended.
+async fn drive(
+    hub: &Arc<Hub>,
+    outer: &ToolCall,
+    run: &NewRun,
+    journal: HashMap<u32, JournalEntry>,
+) -> CallToolResponse {
+    let view = hub.view();
+    let callable = search::callable(&view);
+    let names: HashMap<String, String> = callable
+        .iter()
+        .map(|c| (c.exposed.clone(), search::path(&c.source, &c.tool)))
+        .collect();
+    let program = Program {
+        code: run.code.clone(),
+        seed: run.seed,
+        clock_ms: run.clock_ms,
+        tools: callable
+            .into_iter()
+            .map(|c| ToolName {
+                source: c.source,
+                tool: c.tool,
+                exposed: c.exposed,
+            })
+            .collect(),
+    };
+    let limits = limits(hub);
+    let mut running = airlock_sandbox::start(program, limits);
+    let mut inflight = FuturesUnordered::new();
+    let mut paused: Option<u32> = None;
+    let mut halt: Option<Halt> = None;
+    let store = hub.store.as_ref();
+    // The sources the run's calls went to, for quoting what it returns.
+    let mut called: std::collections::BTreeSet<usize> = Default::default();
+    let report = loop {
+        tokio::select! {
+            next = running.next() => match next {
+                Next::Ended(report) => break report,
+                // After a pause or a halt nothing new starts.
+                Next::Call(_) if paused.is_some() || halt.is_some() => {}
+                Next::Call(call) => {
+                    let digest = contract::digest_canonical(&contract::canonical(
+                        &Value::Object(call.arguments.clone()),
+                    ));
+                    let rejoin = match journal.get(&call.seq) {
+                        Some(e) if e.tool != call.exposed || e.args_digest != digest => {
+                            halt = Some(Halt::Diverged(format!(
+                                "call {} is `{}` with other arguments than the journal's `{}` at that position; the code took another path, so nothing more runs",
+                                call.seq,
+                                names.get(&call.exposed).cloned().unwrap_or(call.exposed.clone()),
+                                names.get(&e.tool).cloned().unwrap_or(e.tool.clone()),
+                            )));
+                            running.stop();
+                            continue;
+                        }
+                        Some(e) if e.state == EntryState::Settled => {
+                            match bridge::from_journal(&e.reply) {
+                                Some(reply) => running.reply(call.seq, reply),
+                                None => {
+                                    halt = Some(Halt::Failed(format!(
+                                        "call {}'s journaled reply cannot be read; it is not repeated",
+                                        call.seq
+                                    )));
+                                    running.stop();
+                                }
+                            }
+                            continue;
+                        }
+                        Some(e) if e.state == EntryState::Paused => Some(e.approval.clone()),
+                        Some(_) => {
+                            halt = Some(Halt::Failed(format!(
+                                "call {} started before airlock stopped, and how it ended is unknown; it is not repeated",
+                                call.seq
+                            )));
+                            running.stop();
+                            continue;
+                        }
+                        None => {
+                            // Journaled before it can reach the upstream,
+                            // or it does not run.
+                            if let Err(e) = store.journal_start(&run.id, call.seq, &call.exposed, &digest) {
+                                halt = Some(Halt::Failed(format!(
+                                    "call {} could not be journaled ({e}), so it did not run",
+                                    call.seq
+                                )));
+                                running.stop();
+                                continue;
+                            }
+                            None
+                        }
+                    };
+                    if let Some(route) = view.catalog.tool(&call.exposed) {
+                        called.insert(route.source);
+                    }
+                    let seq = call.seq;
+                    let id = run.id.clone();
+                    inflight.push(async move {
+                        (seq, bridge::call(hub, outer, &id, call, rejoin).await)
+                    });
+                }
+            },
+            Some((seq, settled)) = inflight.next() => {
+                match journaled(store, &run.id, seq, settled) {
+                    Ok(Some(reply)) => running.reply(seq, reply),
+                    Ok(None) => {
+                        paused.get_or_insert(seq);
+                        running.reply(seq, Reply::Pause);
+                    }
+                    Err(why) => {
+                        halt = Some(Halt::Failed(why));
+                        running.stop();
+                    }
+                }
+            }
+            _ = outer.abandoned() => {
+                halt.get_or_insert(Halt::Failed("the client cancelled the run".into()));
+                running.stop();
+            }
+        }
+    };
+    // Calls still in flight settle and are journaled before the run ends.
+    while let Some((seq, settled)) = inflight.next().await {
+        if let Err(why) = journaled(store, &run.id, seq, settled) {
+            halt.get_or_insert(Halt::Failed(why));
+        }
+    }
+    let secrets = hub.secrets.as_ref();
+    let output: Vec<String> = report.output.iter().map(|l| secrets.scrub(l)).collect();
+    // airlock's own words about the run, and apart from them what the code
+    // made of the tools' data (quoted, if a source it called is quoted).
+    let (state, message, data) = match (halt, report.ended) {
+        (Some(Halt::Diverged(why)), _) => (RunState::Diverged, why, json!({})),
+        (Some(Halt::Failed(why)), _) => (RunState::Failed, why, json!({})),
+        (None, Ended::Paused { at }) => (
+            RunState::Paused,
+            format!(
+                "call {at} waits for the user's approval; when they have decided, call resume_run with this run_id (calls already made are not made again)"
+            ),
+            json!({}),
+        ),
+        (None, Ended::Finished(mut value)) => {
+            secrets.scrub_json(&mut value);
+            (
+                RunState::Finished,
+                String::new(),
+                json!({ "result": value }),
+            )
+        }
+        (None, Ended::Failed(airlock_sandbox::RunError::Thrown(thrown))) => (
+            RunState::Failed,
+            "the code threw an error".to_string(),
+            json!({ "thrown": secrets.scrub(&thrown) }),
+        ),
+        (None, Ended::Failed(e)) => (RunState::Failed, secrets.scrub(&e.to_string()), json!({})),
+    };
+    if let Err(e) = store.run_set(&run.id, state, &message) {
+        tracing::error!(error = %e, run = %run.id, "cannot record how a run ended");
+    }
+    let mut head = json!({"run_id": run.id, "status": state.as_str()});
+    if !message.is_empty() {
+        let key = if state == RunState::Paused {
+            "message"
+        } else {
+            "error"
+        };
+        head[key] = Value::String(message);
+    }
+    let mut data = data;
+    if !output.is_empty() {
+        data["output"] = json!(output);
+    }
+    let quoted: Vec<String> = called
+        .iter()
+        .map(|i| hub.sources.get(*i))
+        .filter(|s| s.config.quote_output)
+        .map(|s| s.name().to_string())
+        .collect();
+    let is_error = matches!(state, RunState::Failed | RunState::Diverged);
+    super::answer(
+        &head,
+        (data != json!({})).then_some((data, quoted)),
+        is_error,
+    )
+}
+
+/// Writes how call `seq` settled; the reply the code may now see, or none
+/// for a pause. An error means the reply is not on record, so the code
+/// does not get it.
+fn journaled(
+    store: &dyn airlock_store::Store,
+    run: &str,
+    seq: u32,
+    settled: Settled,
+) -> Result<Option<Reply>, String> {
+    match settled {
+        Settled::Reply(reply) => {
+            store
+                .journal_settle(run, seq, &bridge::to_journal(&reply))
+                .map_err(|e| format!("call {seq}'s result could not be journaled ({e})"))?;
+            Ok(Some(reply))
+        }
+        Settled::Paused(approval) => {
+            store
+                .journal_pause(run, seq, &approval)
+                .map_err(|e| format!("call {seq}'s pause could not be journaled ({e})"))?;
+            Ok(None)
+        }
+    }
+}
+
+fn limits(hub: &Hub) -> Limits {
+    let code = &hub.settings().code;
+    Limits {
+        memory_bytes: (code.memory_mib as usize) << 20,
+        cpu: code.cpu,
+        output_bytes: (code.output_kib as usize) << 10,
+        calls: code.calls,
+        ..Limits::default()
+    }
+}
