@@ -7,6 +7,7 @@
 //! the report to `docs/benchmarks.md`.
 
 mod approvals;
+mod code;
 mod egress;
 mod keepalive;
 mod messages;
@@ -435,6 +436,11 @@ async fn main() -> anyhow::Result<()> {
                 report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
                 return Ok(());
             }
+            "--only" if args[i + 1] == "code" => {
+                let dir = tempfile::tempdir()?;
+                println!("{}", code::render(&code::run(dir.path(), 200).await?));
+                return Ok(());
+            }
             "--only" if args[i + 1] == "oauth" => {
                 let dir = tempfile::tempdir()?;
                 println!("{}", oauth::render(&oauth::run(dir.path(), 2000).await?));
@@ -445,7 +451,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|policy|approvals|keepalive|sessions|startup"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|code|policy|approvals|keepalive|sessions|startup"
             ),
         }
         i += 2;
@@ -669,6 +675,7 @@ async fn main() -> anyhow::Result<()> {
 
     eprintln!("a login's cost per call");
     let login = oauth::run(dir.path(), 2000).await?;
+    let code_mode = code::run(dir.path(), 200).await?;
 
     report(&rows, &opts, ready_direct, ready_hub);
     report_keep_alive(&keep_alive);
@@ -680,6 +687,7 @@ async fn main() -> anyhow::Result<()> {
     report_policy(&deciding);
     report_egress(&guard);
     println!("\n{}", oauth::render(&login));
+    println!("\n{}", code::render(&code_mode));
     Ok(())
 }
 

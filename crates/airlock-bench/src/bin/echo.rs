@@ -1,5 +1,7 @@
 //! `bench-echo`: the smallest useful MCP server, one `echo` tool, built on
 //! rmcp. Stdio by default; `--http ADDR` serves Streamable HTTP at `/mcp`.
+//! `BENCH_ECHO_TOOLS=N` lists N more tools with schemas the size of a
+//! typical server's (for measuring what a catalog costs a model's context).
 
 use std::sync::Arc;
 
@@ -29,7 +31,13 @@ impl ServerHandler for Echo {
             "annotations": {"readOnlyHint": true, "openWorldHint": false}
         }))
         .expect("valid tool");
-        Ok(ListToolsResult::with_all_items(vec![tool]))
+        let extra: usize = std::env::var("BENCH_ECHO_TOOLS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let mut tools = vec![tool];
+        tools.extend((0..extra).map(typical_tool));
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -48,6 +56,23 @@ impl ServerHandler for Echo {
             ContentBlock::text(text),
         ])))
     }
+}
+
+/// A tool shaped like those of issue trackers and databases: a paragraph
+/// of description, four parameters with their own descriptions.
+fn typical_tool(i: usize) -> Tool {
+    serde_json::from_value(serde_json::json!({
+        "name": format!("records_{i}"),
+        "description": format!("List the records of collection {i} that match a filter. Returns at most `limit` records, newest first, each with its id, title, owner and the time it last changed; use `cursor` from a previous answer to read the next page."),
+        "inputSchema": {"type": "object", "properties": {
+            "filter": {"type": "string", "description": "A filter expression, e.g. `owner:me state:open`."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many records (default 20)."},
+            "cursor": {"type": "string", "description": "Where the previous page ended."},
+            "fields": {"type": "array", "items": {"type": "string"}, "description": "Only these fields of each record."}
+        }, "required": ["filter"]},
+        "annotations": {"readOnlyHint": true, "openWorldHint": false}
+    }))
+    .expect("valid tool")
 }
 
 #[tokio::main]
