@@ -15,6 +15,7 @@ mod logging;
 mod policy;
 mod rules;
 mod runs;
+mod sandbox;
 mod secret;
 mod serve;
 mod show;
@@ -263,11 +264,19 @@ fn main() -> ExitCode {
     // The confiner of a stdio source: before anything else, with the
     // source's own environment, and never a thread of its own.
     let mut args = std::env::args_os();
-    if args
-        .nth(1)
+    let first = args.nth(1);
+    if first
+        .as_ref()
         .is_some_and(|a| a == airlock_upstream::confine::CONFINE_ARG)
     {
         return confine::run(args);
+    }
+    // A code-mode run's process, as the hub starts it.
+    if first
+        .as_ref()
+        .is_some_and(|a| a == airlock_sandbox::process::SANDBOX_ARG)
+    {
+        return sandbox::run();
     }
     harden::drop_credentials_from_env();
     harden::not_dumpable();

@@ -144,6 +144,8 @@ pub struct CodeLimits {
     pub output_kib: u64,
     /// Tool calls per run.
     pub calls: u32,
+    /// Runs going at once on one hub.
+    pub runs: u32,
 }
 
 impl Default for CodeLimits {
@@ -153,6 +155,7 @@ impl Default for CodeLimits {
             cpu: Duration::from_secs(5),
             output_kib: 64,
             calls: 100,
+            runs: 4,
         }
     }
 }

@@ -44,6 +44,7 @@ struct RawHub {
     code_cpu: Option<Spanned<String>>,
     code_output_kib: Option<Spanned<i64>>,
     code_calls: Option<Spanned<i64>>,
+    code_runs: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -346,6 +347,9 @@ fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigEr
     }
     if let Some(c) = bounded(&h.code_calls, "code_calls", 1..=10000)? {
         hub.code.calls = c as u32;
+    }
+    if let Some(r) = bounded(&h.code_runs, "code_runs", 1..=64)? {
+        hub.code.runs = r as u32;
     }
     if let Some(t) = &h.code_cpu {
         hub.code.cpu = duration(path, text, "hub.code_cpu", t)?;

@@ -22,6 +22,7 @@ const HUB_KEYS: &[&str] = &[
     "code_cpu",
     "code_output_kib",
     "code_calls",
+    "code_runs",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",

@@ -154,7 +154,7 @@ impl Worker {
                     return match stopped_by(why, limits) {
                         Some(stop) => Ended::Failed(stop),
                         None if text.starts_with("SyntaxError") => {
-                            Ended::Failed(RunError::Syntax(text))
+                            Ended::Failed(RunError::Syntax(cut(text, limits)))
                         }
                         None => Ended::Failed(classify(text, limits)),
                     };
@@ -425,15 +425,33 @@ fn caught(ctx: &Ctx<'_>, e: rquickjs::Error) -> String {
     }
 }
 
-/// Names the caps QuickJS reports as plain errors.
+/// Names the caps QuickJS reports as plain errors; what the code threw is
+/// cut to [`THROWN_BYTES`] (it is output too).
 fn classify(text: String, limits: &Limits) -> RunError {
     if text.contains("out of memory") {
         RunError::Memory(limits.memory_bytes)
     } else if text.contains("stack overflow") || text.contains("call stack") {
         RunError::Stack
     } else {
-        RunError::Thrown(text)
+        RunError::Thrown(cut(text, limits))
     }
+}
+
+/// The most of a thrown value or a syntax error that is kept.
+const THROWN_BYTES: usize = 4096;
+
+fn cut(mut text: String, limits: &Limits) -> String {
+    let max = THROWN_BYTES.min(limits.output_bytes);
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let whole = text.len();
+        text.truncate(end);
+        text.push_str(&format!("… ({whole} bytes in all)"));
+    }
+    text
 }
 
 /// A value as `console.log` shows it: strings as they are, the rest as JSON.

@@ -5,12 +5,19 @@
 //! Its only way out is `tools.<source>.<tool>(args)`, which becomes a
 //! [`Call`] for the host to decide and answer with a [`Reply`].
 //!
+//! [`start`] runs the program on a thread of this process (tests, the
+//! benchmark's floor); [`process::start`] in a process of its own, which
+//! the kernel stops at its CPU limit and the host can kill, so a native
+//! loop of the engine that never yields cannot hold the hub (what airlock
+//! serves with).
+//!
 //! Replies reach the code in the order its calls were made, whatever order
 //! they arrive in, so a run given the same replies takes the same path:
 //! that is what lets a journal replay a run (see `airlock-gateway`'s code
 //! mode).
 
 mod engine;
+pub mod process;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +26,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 /// What one run may use.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     pub memory_bytes: usize,
     pub stack_bytes: usize,
@@ -47,7 +54,7 @@ impl Default for Limits {
 }
 
 /// A tool the code may call, as `tools[source][tool]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolName {
     pub source: String,
     pub tool: String,
@@ -56,7 +63,7 @@ pub struct ToolName {
 }
 
 /// What to run, and the run's own clock and seed (the same on a resume).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Program {
     pub code: String,
     pub seed: u32,
@@ -65,7 +72,7 @@ pub struct Program {
 }
 
 /// A tool call the code made; its sequence numbers start at 1.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Call {
     pub seq: u32,
     pub exposed: String,
@@ -73,7 +80,7 @@ pub struct Call {
 }
 
 /// The host's answer to a [`Call`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Reply {
     /// The call's promise resolves with this value.
     Value(Value),
@@ -85,7 +92,7 @@ pub enum Reply {
 }
 
 /// Why a run ended without a result.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum RunError {
     #[error("the code is not valid JavaScript: {0}")]
     Syntax(String),
@@ -112,7 +119,7 @@ pub enum RunError {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Ended {
     /// The code's result (`null` for none).
     Finished(Value),
@@ -124,7 +131,7 @@ pub enum Ended {
 }
 
 /// A run's end, with what it wrote.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub ended: Ended,
     /// `console.*` lines, in order.
@@ -139,12 +146,20 @@ pub enum Next {
     Ended(Report),
 }
 
-/// A program running on its thread.
+/// A program running, on a thread or in a process.
 pub struct Running {
     calls: tokio::sync::mpsc::UnboundedReceiver<Call>,
-    replies: std::sync::mpsc::Sender<(u32, Reply)>,
+    replies: Replies,
     stop: Arc<AtomicBool>,
+    /// Kills the process of an isolated run.
+    kill: Option<Arc<tokio::sync::Notify>>,
     done: Option<tokio::sync::oneshot::Receiver<Report>>,
+}
+
+/// Where the host's replies go.
+enum Replies {
+    Thread(std::sync::mpsc::Sender<(u32, Reply)>),
+    Process(tokio::sync::mpsc::UnboundedSender<(u32, Reply)>),
 }
 
 /// Starts `program` on a thread of its own.
@@ -176,15 +191,17 @@ pub fn start(program: Program, limits: Limits) -> Running {
         });
         return Running {
             calls,
-            replies,
+            replies: Replies::Thread(replies),
             stop,
+            kill: None,
             done: Some(rx),
         };
     }
     Running {
         calls,
-        replies,
+        replies: Replies::Thread(replies),
         stop,
+        kill: None,
         done: Some(done),
     }
 }
@@ -218,12 +235,23 @@ impl Running {
 
     /// Answers call `seq`.
     pub fn reply(&self, seq: u32, reply: Reply) {
-        let _ = self.replies.send((seq, reply));
+        match &self.replies {
+            Replies::Thread(tx) => {
+                let _ = tx.send((seq, reply));
+            }
+            Replies::Process(tx) => {
+                let _ = tx.send((seq, reply));
+            }
+        }
     }
 
-    /// Stops the run at its next instruction; it ends [`RunError::Stopped`].
+    /// Stops the run at its next instruction (an isolated run's process is
+    /// killed); it ends [`RunError::Stopped`].
     pub fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);
+        if let Some(kill) = &self.kill {
+            kill.notify_one();
+        }
     }
 }
 
@@ -234,7 +262,7 @@ impl Drop for Running {
     }
 }
 
-fn stopped() -> Report {
+pub(crate) fn stopped() -> Report {
     Report {
         ended: Ended::Failed(RunError::Stopped),
         output: Vec::new(),

@@ -147,6 +147,8 @@ async fn a_paused_run_resumes_without_repeating_a_call() {
     let (done, is_error) = meta(&client, "resume_run", json!({ "run_id": run_id })).await;
     assert!(!is_error, "{done}");
     assert_eq!(done["status"], "finished", "{done}");
+    // Replayed or not, what came from the (untrusted) source is quoted.
+    assert_eq!(done["quoted"], true, "{done}");
     let result = done["result"].as_array().unwrap();
     assert_eq!(
         result[..4],
@@ -297,6 +299,16 @@ async fn escapes_fail_with_their_own_error_and_the_hub_carries_on() {
         ("return require('fs');", "require is not defined"),
         ("return process.env;", "process is not defined"),
         ("await import('os');", "the code threw an error"),
+        // Loops inside the engine that never poll its interrupt: the
+        // kernel's CPU limit on the run's process ends them.
+        (
+            "Array.prototype.reverse.call({ length: 2 ** 40 }); return 1;",
+            "CPU",
+        ),
+        (
+            "const a = []; a.length = 2 ** 32 - 1; return a.join('').length;",
+            "CPU",
+        ),
     ];
     for (code, expected) in cases {
         let (v, is_error) = run_code(&client, code).await;
@@ -305,6 +317,19 @@ async fn escapes_fail_with_their_own_error_and_the_hub_carries_on() {
         let said = format!("{} {}", v["error"], v["thrown"]);
         assert!(said.contains(expected), "{code}: {v}");
     }
+    // What the code throws is output too: cut, never megabytes.
+    let r = client
+        .call_tool(call(
+            "run_code",
+            json!({"code": "throw 'x'.repeat(1 << 20);"}),
+        ))
+        .await
+        .unwrap();
+    let size = serde_json::to_string(&r).unwrap().len();
+    assert!(
+        size < 16 << 10,
+        "a thrown value of 1 MiB came back as {size} bytes"
+    );
     // The hub still answers, and a run still works.
     let (v, _) = run_code(
         &client,
@@ -376,4 +401,52 @@ fn stored(home: &Path) -> Vec<(String, Vec<u8>)> {
         .iter()
         .filter_map(|f| std::fs::read(home.join(f)).ok().map(|b| (f.to_string(), b)))
         .collect()
+}
+
+#[tokio::test]
+async fn a_run_whose_journal_lost_entries_is_not_resumed() {
+    let (scratch, client) = start("only").await;
+    let (paused, _) = run_code(&client, FOUR_CALLS).await;
+    let run_id = paused["run_id"].as_str().unwrap().to_string();
+    approve(&scratch).await;
+    let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
+    db.execute("DELETE FROM journal WHERE run = ?1", [&run_id])
+        .unwrap();
+    let r = client
+        .call_tool(call("resume_run", json!({ "run_id": run_id })))
+        .await;
+    assert!(format!("{r:?}").contains("journal is incomplete"), "{r:?}");
+    let seen = upstream_calls(&scratch);
+    assert_eq!(
+        (count(&seen, "echo"), count(&seen, "slow")),
+        (3, 0),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn runs_at_once_are_capped() {
+    let scratch = Scratch::new();
+    scratch.store_secret("CODE_TOKEN", TOKEN).await;
+    let body = config(&scratch, "only").replace("[hub]\n", "[hub]\ncode_runs = 1\n");
+    let config = scratch.reviewed_config(&body).await;
+    let client: Client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    // One run waits for a person; a second is refused, not queued.
+    let waiting = {
+        let client = client.clone();
+        tokio::spawn(async move { run_code_owned(client, FOUR_CALLS).await })
+    };
+    scratch.pending_id().await;
+    let r = client
+        .call_tool(call("run_code", json!({"code": "return 1;"})))
+        .await;
+    assert!(
+        format!("{r:?}").contains("already runs 1 programs"),
+        "{r:?}"
+    );
+    let (paused, _) = waiting.await.unwrap();
+    assert_eq!(paused["status"], "paused", "{paused}");
+    // Its place is free again.
+    let (v, _) = run_code(&client, "return 1;").await;
+    assert_eq!(v["result"], 1, "{v}");
 }

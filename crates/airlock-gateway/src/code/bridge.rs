@@ -28,6 +28,7 @@ pub(super) enum Settled {
 pub(super) async fn call(
     hub: &Arc<Hub>,
     outer: &ToolCall,
+    cancelled: &tokio_util::sync::CancellationToken,
     run: &str,
     call: airlock_sandbox::Call,
     rejoin: Option<String>,
@@ -43,7 +44,7 @@ pub(super) async fn call(
         progress: outer.progress.clone(),
         capabilities: outer.capabilities.clone(),
         modern: outer.modern,
-        cancelled: outer.cancelled.clone(),
+        cancelled: cancelled.clone(),
         gone: outer.gone.clone(),
         started: Instant::now(),
         started_at_ms: now_ms(),
@@ -139,6 +140,22 @@ fn text_of(result: &CallToolResult) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A reply scrubbed again: one read back from the journal, for a secret
+/// learned since it was written.
+pub(super) fn scrubbed(reply: Reply, secrets: &dyn Secrets) -> Reply {
+    match reply {
+        Reply::Value(mut v) => {
+            secrets.scrub_json(&mut v);
+            Reply::Value(v)
+        }
+        Reply::Error { code, message } => Reply::Error {
+            code,
+            message: secrets.scrub(&message),
+        },
+        Reply::Pause => Reply::Pause,
+    }
 }
 
 /// A reply as the journal keeps it, and back.

@@ -60,6 +60,7 @@ pub(super) async fn start(
             None,
         ));
     }
+    let _slot = slot(hub)?;
     let run = NewRun {
         id: format!("run-{}", airlock_common::random::hex::<8>()),
         principal: hub.approvals.principal().to_string(),
@@ -82,6 +83,7 @@ pub(super) async fn resume(
     outer: ToolCall,
     id: String,
 ) -> Result<CallToolResponse, ErrorData> {
+    let _slot = slot(hub)?;
     let principal = hub.approvals.principal();
     let store_error = |e: airlock_store::StoreError| {
         ErrorData::internal_error(format!("airlock: the run could not be read: {e}"), None)
@@ -99,13 +101,24 @@ pub(super) async fn resume(
             None,
         ));
     };
-    let journal = hub
+    let journal: HashMap<u32, JournalEntry> = hub
         .store
         .journal(&id)
         .map_err(store_error)?
         .into_iter()
         .map(|e| (e.seq, e))
         .collect();
+    // A paused run's journal holds the call it paused on; one without it
+    // lost entries, and replaying it could repeat calls (I6).
+    if !journal.values().any(|e| e.state == EntryState::Paused) {
+        let why =
+            "its journal is incomplete, so replaying it could repeat a call; it is not resumed";
+        let _ = hub.store.run_set(&id, RunState::Failed, why);
+        return Err(ErrorData::invalid_params(
+            format!("cannot resume `{id}`: {why}"),
+            None,
+        ));
+    }
     let run = NewRun {
         id: row.id,
         principal: row.principal,
@@ -114,6 +127,19 @@ pub(super) async fn resume(
         clock_ms: row.clock_ms,
     };
     Ok(drive(hub, &outer, &run, journal).await)
+}
+
+/// One of the hub's `code_runs` places, held while a run goes.
+fn slot(hub: &Hub) -> Result<tokio::sync::OwnedSemaphorePermit, ErrorData> {
+    hub.code_runs.clone().try_acquire_owned().map_err(|_| {
+        ErrorData::invalid_params(
+            format!(
+                "airlock already runs {} programs at once (code_runs); try again when one has ended",
+                hub.settings().code.runs
+            ),
+            None,
+        )
+    })
 }
 
 /// Why a run stopped before its code did.
@@ -150,8 +176,23 @@ async fn drive(
             .collect(),
     };
     let limits = limits(hub);
-    let mut running = airlock_sandbox::start(program, limits);
+    // In a process of its own, which the kernel stops at its CPU limit.
+    let mut running = match std::env::current_exe() {
+        Ok(exe) => airlock_sandbox::process::start(&exe, program, limits),
+        Err(e) => {
+            let why = format!("airlock cannot find its own program to run the code in ({e})");
+            let _ = hub.store.run_set(&run.id, RunState::Failed, &why);
+            return super::answer(
+                &json!({"run_id": run.id, "status": "failed", "error": why}),
+                None,
+                true,
+            );
+        }
+    };
     let mut inflight = FuturesUnordered::new();
+    // Cancels the run's calls: when the client cancels the run, or when the
+    // run ends with calls its code did not wait for.
+    let cancel = outer.cancelled.child_token();
     let mut paused: Option<u32> = None;
     let mut halt: Option<Halt> = None;
     let store = hub.store.as_ref();
@@ -164,6 +205,11 @@ async fn drive(
                 // After a pause or a halt nothing new starts.
                 Next::Call(_) if paused.is_some() || halt.is_some() => {}
                 Next::Call(call) => {
+                    // Replayed or live, what the call returns is the
+                    // source's data (for quoting what the run returns).
+                    if let Some(route) = view.catalog.tool(&call.exposed) {
+                        called.insert(route.source);
+                    }
                     let digest = contract::digest_canonical(&contract::canonical(
                         &Value::Object(call.arguments.clone()),
                     ));
@@ -180,7 +226,7 @@ async fn drive(
                         }
                         Some(e) if e.state == EntryState::Settled => {
                             match bridge::from_journal(&e.reply) {
-                                Some(reply) => running.reply(call.seq, reply),
+                                Some(reply) => running.reply(call.seq, bridge::scrubbed(reply, hub.secrets.as_ref())),
                                 None => {
                                     halt = Some(Halt::Failed(format!(
                                         "call {}'s journaled reply cannot be read; it is not repeated",
@@ -214,13 +260,11 @@ async fn drive(
                             None
                         }
                     };
-                    if let Some(route) = view.catalog.tool(&call.exposed) {
-                        called.insert(route.source);
-                    }
                     let seq = call.seq;
                     let id = run.id.clone();
+                    let cancel = cancel.clone();
                     inflight.push(async move {
-                        (seq, bridge::call(hub, outer, &id, call, rejoin).await)
+                        (seq, bridge::call(hub, outer, &cancel, &id, call, rejoin).await)
                     });
                 }
             },
@@ -237,13 +281,18 @@ async fn drive(
                     }
                 }
             }
-            _ = outer.abandoned() => {
+            _ = outer.abandoned(), if halt.is_none() => {
                 halt.get_or_insert(Halt::Failed("the client cancelled the run".into()));
                 running.stop();
             }
         }
     };
     // Calls still in flight settle and are journaled before the run ends.
+    // A paused run waits for them; one that ended does not wait for a
+    // person on calls its code left behind: those are cancelled.
+    if !matches!(report.ended, Ended::Paused { .. }) || halt.is_some() {
+        cancel.cancel();
+    }
     while let Some((seq, settled)) = inflight.next().await {
         if let Err(why) = journaled(store, &run.id, seq, settled) {
             halt.get_or_insert(Halt::Failed(why));

@@ -51,6 +51,8 @@ pub struct Hub {
     pub(crate) approvals: Approvals,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) secrets: Arc<HubSecrets>,
+    /// Code-mode runs going at once (`code_runs`).
+    pub(crate) code_runs: Arc<tokio::sync::Semaphore>,
     settings: HubSettings,
     /// Run with no config file: the built-in demo, whose only source is
     /// airlock itself.
@@ -155,6 +157,7 @@ impl Hub {
                 approvals: Approvals::new(principal(), &config.hub),
                 store,
                 secrets,
+                code_runs: Arc::new(tokio::sync::Semaphore::new(config.hub.code.runs as usize)),
                 settings: config.hub,
                 builtin: config.origin.is_none(),
                 serving,

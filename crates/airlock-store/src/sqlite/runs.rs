@@ -54,19 +54,20 @@ fn read_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
 
 pub(super) fn create(conn: &Connection, run: &NewRun, retention_ms: i64) -> Result<()> {
     let now = now_ms();
-    // Retention, as for approvals: best effort, on the way in.
-    let swept = conn.execute(
-        "DELETE FROM journal WHERE run IN
-             (SELECT id FROM runs WHERE state != ?2 AND updated_at_ms < ?1)",
-        params![now - retention_ms, RunState::Running],
-    );
-    let swept = swept.and_then(|_| {
-        conn.execute(
-            "DELETE FROM runs WHERE state != ?2 AND updated_at_ms < ?1",
-            params![now - retention_ms, RunState::Running],
-        )
-    });
+    // Retention, as for approvals: best effort, on the way in; a run and
+    // its journal go together or not at all (a run left without its
+    // journal could replay calls).
+    let swept = conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
+         DELETE FROM journal WHERE run IN
+             (SELECT id FROM runs WHERE state != '{running}' AND updated_at_ms < {cutoff});
+         DELETE FROM runs WHERE state != '{running}' AND updated_at_ms < {cutoff};
+         COMMIT;",
+        cutoff = now - retention_ms,
+        running = RunState::Running.as_str(),
+    ));
     if let Err(e) = swept {
+        let _ = conn.execute_batch("ROLLBACK");
         tracing::warn!(error = %e, "run retention sweep failed");
     }
     conn.execute(
