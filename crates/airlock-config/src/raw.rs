@@ -822,6 +822,52 @@ call_timeout = "2m"
     }
 
     #[test]
+    fn code_mode_and_its_caps_are_read_and_checked() {
+        let c = parse(
+            "[hub]\ncode_mode = \"only\"\ncode_memory_mib = 32\ncode_cpu = \"2s\"\ncode_output_kib = 8\ncode_calls = 20\ncode_runs = 2\n",
+        )
+        .unwrap();
+        assert_eq!(c.hub.code_mode, CodeMode::Only);
+        assert_eq!(
+            c.hub.code,
+            crate::model::CodeLimits {
+                memory_mib: 32,
+                cpu: Duration::from_secs(2),
+                output_kib: 8,
+                calls: 20,
+                runs: 2
+            }
+        );
+        assert_eq!(parse("").unwrap().hub.code_mode, CodeMode::Off);
+        for (text, key, says) in [
+            ("code_mode = \"on\"\n", "hub.code_mode", "not a code mode"),
+            ("code_mode = \"Only\"\n", "hub.code_mode", "not a code mode"),
+            (
+                "code_memory_mib = 4\n",
+                "hub.code_memory_mib",
+                "outside 8..=4096",
+            ),
+            ("code_memory_mib = -1\n", "hub.code_memory_mib", "outside"),
+            ("code_calls = 0\n", "hub.code_calls", "outside 1..=10000"),
+            ("code_runs = 65\n", "hub.code_runs", "outside 1..=64"),
+            ("code_output_kib = 0\n", "hub.code_output_kib", "outside"),
+            (
+                "code_cpu = \"0s\"\n",
+                "hub.code_cpu",
+                "outside the accepted range",
+            ),
+            ("code_cpu = \"fast\"\n", "hub.code_cpu", "not a duration"),
+        ] {
+            let e = parse(&format!("[hub]\n{text}")).unwrap_err();
+            assert_eq!((e.line, e.key.as_deref()), (2, Some(key)), "{text}: {e}");
+            assert!(e.message.contains(says), "{text}: {e}");
+            assert!(!e.fix.is_empty(), "{text}: {e}");
+        }
+        let e = parse("[hub]\ncode_mod = \"only\"\n").unwrap_err();
+        assert!(e.fix.contains("did you mean `code_mode`"), "{e}");
+    }
+
+    #[test]
     fn unknown_key_names_line_column_key_and_fix() {
         let e = parse("[sources.fs]\ncomand = \"npx\"\n").unwrap_err();
         assert_eq!((e.line, e.column), (2, 1));
