@@ -1,8 +1,9 @@
 //! Code mode: what the sandbox costs, what a bridge call adds to a call,
 //! and what `only` saves a model's context.
 //!
-//! - Sandbox start: a run of `return 1` on its own thread, against starting
-//!   and joining a bare thread (the floor any isolated run pays).
+//! - Sandbox start: a run of `return 1` on a thread, and in its own
+//!   process as the hub runs it (`airlock __sandbox`), against starting and
+//!   joining a bare thread and starting a bare process (`true`).
 //! - A bridge call: the hub with `code_mode = "beside"` and the echo
 //!   upstream; a client calls `bench__echo` directly, then runs code making
 //!   50 sequential calls of it, and a run making none. The added cost per
@@ -21,6 +22,8 @@ pub struct CodeReport {
     pub runs: usize,
     pub thread_p50_us: f64,
     pub start_p50_us: f64,
+    pub process_p50_us: f64,
+    pub isolated_p50_us: f64,
     pub direct_p50_us: f64,
     pub empty_run_p50_us: f64,
     pub fifty_run_p50_us: f64,
@@ -46,21 +49,27 @@ fn run_code(code: &str) -> CallToolRequestParams {
     )
 }
 
-async fn sandbox_start(runs: usize) -> (f64, f64) {
+async fn sandbox_start(runs: usize) -> (f64, f64, f64, f64) {
     let mut thread = Vec::with_capacity(runs);
     let mut start = Vec::with_capacity(runs);
+    let mut process = Vec::with_capacity(runs);
+    let mut isolated = Vec::with_capacity(runs);
+    let program = || airlock_sandbox::Program {
+        code: "return 1;".into(),
+        seed: 1,
+        clock_ms: 0,
+        tools: Vec::new(),
+    };
+    let airlock = super::bin("airlock");
     for _ in 0..runs {
         let t = Instant::now();
-        std::thread::spawn(|| ()).join().expect("a bare thread");
-        thread.push(t.elapsed());
+        let status = tokio::process::Command::new("true").status().await;
+        assert!(status.is_ok_and(|s| s.success()), "a bare process");
+        process.push(t.elapsed());
         let t = Instant::now();
-        let mut running = airlock_sandbox::start(
-            airlock_sandbox::Program {
-                code: "return 1;".into(),
-                seed: 1,
-                clock_ms: 0,
-                tools: Vec::new(),
-            },
+        let mut running = airlock_sandbox::process::start(
+            &airlock,
+            program(),
             airlock_sandbox::Limits::default(),
         );
         match running.next().await {
@@ -72,9 +81,24 @@ async fn sandbox_start(runs: usize) -> (f64, f64) {
             }
             airlock_sandbox::Next::Call(_) => unreachable!("the program makes no call"),
         }
+        isolated.push(t.elapsed());
+        let t = Instant::now();
+        std::thread::spawn(|| ()).join().expect("a bare thread");
+        thread.push(t.elapsed());
+        let t = Instant::now();
+        let mut running = airlock_sandbox::start(program(), airlock_sandbox::Limits::default());
+        match running.next().await {
+            airlock_sandbox::Next::Ended(r) => {
+                assert_eq!(
+                    r.ended,
+                    airlock_sandbox::Ended::Finished(serde_json::json!(1))
+                )
+            }
+            airlock_sandbox::Next::Call(_) => unreachable!("the program makes no call"),
+        }
         start.push(t.elapsed());
     }
-    (p50(thread), p50(start))
+    (p50(thread), p50(start), p50(process), p50(isolated))
 }
 
 async fn listed_bytes(client: &super::Client) -> anyhow::Result<(usize, usize)> {
@@ -115,7 +139,7 @@ async fn hub(
 }
 
 pub async fn run(dir: &Path, runs: usize) -> anyhow::Result<CodeReport> {
-    let (thread_p50_us, start_p50_us) = sandbox_start(runs).await;
+    let (thread_p50_us, start_p50_us, process_p50_us, isolated_p50_us) = sandbox_start(runs).await;
 
     let client = hub(dir, "calls", "beside", 1, 0).await?;
     let mut direct = Vec::with_capacity(runs);
@@ -176,6 +200,8 @@ pub async fn run(dir: &Path, runs: usize) -> anyhow::Result<CodeReport> {
         runs,
         thread_p50_us,
         start_p50_us,
+        process_p50_us,
+        isolated_p50_us,
         direct_p50_us: p50(direct),
         empty_run_p50_us,
         fifty_run_p50_us,
@@ -193,10 +219,12 @@ pub fn render(r: &CodeReport) -> String {
     let with_search = r.meta_bytes + r.search_bytes;
     format!(
         "### Code mode\n\n\
-         Sandbox start, {runs} runs of `return 1;` (p50), against starting and joining a bare thread:\n\n\
+         Sandbox start, {runs} runs of `return 1;` (p50), on a thread against a bare thread, and in a process of its own (how the hub runs code) against a bare process (`true`):\n\n\
          | what | p50 µs | ratio |\n| --- | ---: | ---: |\n\
          | a bare thread | {:.0} | 1.00 |\n\
-         | a sandbox run, start to result | {:.0} | {:.1} |\n\n\
+         | a run on a thread, start to result | {:.0} | {:.1} |\n\
+         | a bare process | {:.0} | 1.00 |\n\
+         | a run in its own process (`airlock __sandbox`), start to result | {:.0} | {:.1} |\n\n\
          A bridge call against the same tool called directly by the client (one hub, `code_mode = \"beside\"`, the echo upstream over stdio):\n\n\
          | what | p50 µs | ratio |\n| --- | ---: | ---: |\n\
          | the client calls `bench__echo` | {:.0} | 1.00 |\n\
@@ -211,6 +239,9 @@ pub fn render(r: &CodeReport) -> String {
         r.thread_p50_us,
         r.start_p50_us,
         r.start_p50_us / r.thread_p50_us,
+        r.process_p50_us,
+        r.isolated_p50_us,
+        r.isolated_p50_us / r.process_p50_us,
         r.direct_p50_us,
         per_call,
         per_call / r.direct_p50_us,
