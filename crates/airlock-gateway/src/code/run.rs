@@ -210,54 +210,16 @@ async fn drive(
                     if let Some(route) = view.catalog.tool(&call.exposed) {
                         called.insert(route.source);
                     }
-                    let digest = contract::digest_canonical(&contract::canonical(
-                        &Value::Object(call.arguments.clone()),
-                    ));
-                    let rejoin = match journal.get(&call.seq) {
-                        Some(e) if e.tool != call.exposed || e.args_digest != digest => {
-                            halt = Some(Halt::Diverged(format!(
-                                "call {} is `{}` with other arguments than the journal's `{}` at that position; the code took another path, so nothing more runs",
-                                call.seq,
-                                names.get(&call.exposed).cloned().unwrap_or(call.exposed.clone()),
-                                names.get(&e.tool).cloned().unwrap_or(e.tool.clone()),
-                            )));
+                    let rejoin = match step(store, run, &journal, &names, &call) {
+                        Step::Replay(reply) => {
+                            running.reply(call.seq, bridge::scrubbed(reply, hub.secrets.as_ref()));
+                            continue;
+                        }
+                        Step::Live(rejoin) => rejoin,
+                        Step::Halt(why) => {
+                            halt = Some(why);
                             running.stop();
                             continue;
-                        }
-                        Some(e) if e.state == EntryState::Settled => {
-                            match bridge::from_journal(&e.reply) {
-                                Some(reply) => running.reply(call.seq, bridge::scrubbed(reply, hub.secrets.as_ref())),
-                                None => {
-                                    halt = Some(Halt::Failed(format!(
-                                        "call {}'s journaled reply cannot be read; it is not repeated",
-                                        call.seq
-                                    )));
-                                    running.stop();
-                                }
-                            }
-                            continue;
-                        }
-                        Some(e) if e.state == EntryState::Paused => Some(e.approval.clone()),
-                        Some(_) => {
-                            halt = Some(Halt::Failed(format!(
-                                "call {} started before airlock stopped, and how it ended is unknown; it is not repeated",
-                                call.seq
-                            )));
-                            running.stop();
-                            continue;
-                        }
-                        None => {
-                            // Journaled before it can reach the upstream,
-                            // or it does not run.
-                            if let Err(e) = store.journal_start(&run.id, call.seq, &call.exposed, &digest) {
-                                halt = Some(Halt::Failed(format!(
-                                    "call {} could not be journaled ({e}), so it did not run",
-                                    call.seq
-                                )));
-                                running.stop();
-                                continue;
-                            }
-                            None
                         }
                     };
                     let seq = call.seq;
@@ -357,6 +319,76 @@ async fn drive(
     )
 }
 
+/// What a call the code made does next.
+enum Step {
+    /// Answered from the journal; nothing reaches the source.
+    Replay(Reply),
+    /// Through the pipeline (rejoining the approval it paused on, if any).
+    Live(Option<String>),
+    Halt(Halt),
+}
+
+/// Looks call `call` up in the journal of an earlier attempt: a settled
+/// call is replayed, a paused one rejoins its approval, one past the
+/// journal is journaled as started and goes live; a different tool or
+/// arguments at a journaled position diverges, and a call started but
+/// never settled is never repeated.
+fn step(
+    store: &dyn airlock_store::Store,
+    run: &NewRun,
+    journal: &HashMap<u32, JournalEntry>,
+    names: &HashMap<String, String>,
+    call: &airlock_sandbox::Call,
+) -> Step {
+    let digest =
+        contract::digest_canonical(&contract::canonical(&Value::Object(call.arguments.clone())));
+    let shown = |exposed: &str| names.get(exposed).cloned().unwrap_or(exposed.to_string());
+    let Some(entry) = journal.get(&call.seq) else {
+        // Journaled before it can reach the upstream, or it does not run.
+        return match store.journal_start(&run.id, call.seq, &call.exposed, &digest) {
+            Ok(()) => Step::Live(None),
+            Err(e) => Step::Halt(Halt::Failed(format!(
+                "call {} could not be journaled ({e}), so it did not run",
+                call.seq
+            ))),
+        };
+    };
+    let other = if entry.tool != call.exposed {
+        Some(format!(
+            "`{}`, where the journal has `{}`",
+            shown(&call.exposed),
+            shown(&entry.tool)
+        ))
+    } else if entry.args_digest != digest {
+        Some(format!(
+            "`{}` with other arguments than the journal's",
+            shown(&call.exposed)
+        ))
+    } else {
+        None
+    };
+    if let Some(other) = other {
+        return Step::Halt(Halt::Diverged(format!(
+            "call {} is {other}: the code took another path, so nothing more runs",
+            call.seq
+        )));
+    }
+    match entry.state {
+        EntryState::Settled => match bridge::from_journal(&entry.reply) {
+            Some(reply) => Step::Replay(reply),
+            None => Step::Halt(Halt::Failed(format!(
+                "call {}'s journaled reply cannot be read; it is not repeated",
+                call.seq
+            ))),
+        },
+        EntryState::Paused => Step::Live(Some(entry.approval.clone())),
+        EntryState::Started => Step::Halt(Halt::Failed(format!(
+            "call {} started before airlock stopped, and how it ended is unknown; it is not repeated",
+            call.seq
+        ))),
+    }
+}
+
 /// Writes how call `seq` settled; the reply the code may now see, or none
 /// for a pause. An error means the reply is not on record, so the code
 /// does not get it.
@@ -390,5 +422,94 @@ fn limits(hub: &Hub) -> Limits {
         output_bytes: (code.output_kib as usize) << 10,
         calls: code.calls,
         ..Limits::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_store::Store;
+    use serde_json::Map;
+
+    fn call(seq: u32, tool: &str, text: &str) -> airlock_sandbox::Call {
+        let mut arguments = Map::new();
+        arguments.insert("text".into(), json!(text));
+        airlock_sandbox::Call {
+            seq,
+            exposed: tool.into(),
+            arguments,
+        }
+    }
+
+    fn run() -> NewRun {
+        NewRun {
+            id: "run-test".into(),
+            principal: "me".into(),
+            code: String::new(),
+            seed: 1,
+            clock_ms: 0,
+        }
+    }
+
+    /// A journal of an earlier attempt: call 1 settled, call 2 paused on
+    /// approval `a-2`, call 3 started and never settled.
+    fn journal(store: &dyn Store) -> HashMap<u32, JournalEntry> {
+        store.run_create(&run(), 1 << 40).unwrap();
+        for (seq, text) in [(1, "one"), (2, "two"), (3, "three")] {
+            let c = call(seq, "fx__echo", text);
+            let digest = contract::digest_canonical(&contract::canonical(&Value::Object(
+                c.arguments.clone(),
+            )));
+            store
+                .journal_start("run-test", seq, "fx__echo", &digest)
+                .unwrap();
+        }
+        store
+            .journal_settle(
+                "run-test",
+                1,
+                &bridge::to_journal(&Reply::Value(json!("one"))),
+            )
+            .unwrap();
+        store.journal_pause("run-test", 2, "a-2").unwrap();
+        store
+            .journal("run-test")
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.seq, e))
+            .collect()
+    }
+
+    #[test]
+    fn each_call_is_replayed_rejoined_refused_or_journaled_by_what_the_journal_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = airlock_store::SqliteStore::open_in(dir.path()).unwrap();
+        let journal = journal(store.as_ref());
+        let names = HashMap::new();
+        let step = |c: &airlock_sandbox::Call| step(store.as_ref(), &run(), &journal, &names, c);
+        assert!(
+            matches!(step(&call(1, "fx__echo", "one")), Step::Replay(Reply::Value(v)) if v == "one")
+        );
+        assert!(matches!(step(&call(2, "fx__echo", "two")), Step::Live(Some(a)) if a == "a-2"));
+        assert!(
+            matches!(step(&call(3, "fx__echo", "three")), Step::Halt(Halt::Failed(why)) if why.contains("not repeated"))
+        );
+        assert!(
+            matches!(step(&call(1, "fx__other", "one")), Step::Halt(Halt::Diverged(why)) if why.contains("where the journal has"))
+        );
+        assert!(
+            matches!(step(&call(1, "fx__echo", "changed")), Step::Halt(Halt::Diverged(why)) if why.contains("other arguments"))
+        );
+        // Past the journal: journaled as started, then live; a second
+        // attempt at the same position cannot be journaled again.
+        assert!(matches!(
+            step(&call(4, "fx__echo", "four")),
+            Step::Live(None)
+        ));
+        assert_eq!(store.journal("run-test").unwrap().len(), 4);
+        assert!(matches!(
+            step(&call(4, "fx__echo", "four")),
+            Step::Halt(Halt::Failed(_))
+        ));
     }
 }
