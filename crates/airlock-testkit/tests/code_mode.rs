@@ -299,6 +299,17 @@ async fn escapes_fail_with_their_own_error_and_the_hub_carries_on() {
         ("return require('fs');", "require is not defined"),
         ("return process.env;", "process is not defined"),
         ("await import('os');", "the code threw an error"),
+        ("return Deno.env;", "Deno is not defined"),
+        ("return std.getenv('HOME');", "std is not defined"),
+        (
+            "function flood() { Promise.resolve().then(flood); } flood(); await new Promise(() => {});",
+            "CPU",
+        ),
+        // A tool's answer too large to journal is not given to the code.
+        (
+            "return await tools.fixture.oversized({ bytes: 2000000 });",
+            "a call from code may return",
+        ),
         // Loops inside the engine that never poll its interrupt: the
         // kernel's CPU limit on the run's process ends them.
         (

@@ -38,6 +38,8 @@ use crate::pipeline::ToolCall;
 
 /// The largest program accepted.
 const MAX_CODE_BYTES: usize = 256 << 10;
+/// The largest reply a call from code gets (as the journal keeps it).
+const MAX_REPLY_BYTES: usize = 1 << 20;
 
 pub(super) async fn start(
     hub: &Arc<Hub>,
@@ -400,8 +402,24 @@ fn journaled(
 ) -> Result<Option<Reply>, String> {
     match settled {
         Settled::Reply(reply) => {
+            let mut text = bridge::to_journal(&reply);
+            // A reply is kept in the journal and read by the code: an
+            // answer too large for either is not given.
+            let reply = if text.len() > MAX_REPLY_BYTES {
+                let too_large = Reply::Error {
+                    code: "failed".into(),
+                    message: format!(
+                        "the tool's answer is {} bytes, more than the {MAX_REPLY_BYTES} a call from code may return",
+                        text.len()
+                    ),
+                };
+                text = bridge::to_journal(&too_large);
+                too_large
+            } else {
+                reply
+            };
             store
-                .journal_settle(run, seq, &bridge::to_journal(&reply))
+                .journal_settle(run, seq, &text)
                 .map_err(|e| format!("call {seq}'s result could not be journaled ({e})"))?;
             Ok(Some(reply))
         }
