@@ -119,7 +119,9 @@ pub fn run(args: impl Iterator<Item = OsString>) -> ExitCode {
 fn confine(plan: &Plan) -> Result<(), String> {
     namespaces(plan.no_network)?;
     limits(plan)?;
-    landlock(plan)
+    landlock(plan)?;
+    // Last: it refuses `unshare`, which the first layer needs.
+    crate::seccomp::apply()
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -348,9 +350,15 @@ fn probe() -> String {
     } else {
         "process, memory and file limits"
     };
+    // Last: the filter refuses the namespaces probed above.
+    let seccomp = if crate::seccomp::available() {
+        "seccomp filter (Unix sockets, chmod and chown, tracing, keyrings, BPF, mounts, io_uring)"
+    } else {
+        "no seccomp filter: confined sources cannot start"
+    };
     // What no layer here covers yet, said every time.
     format!(
-        "{landlock}; {namespaces}; {processes}; not covered: Unix sockets with a path (Landlock ABI 9), chmod and chown of readable files (no seccomp filter)"
+        "{landlock}; {namespaces}; {processes}; {seccomp}; not covered: /etc and /proc readable whole, processes left behind (no PID namespace)"
     )
 }
 

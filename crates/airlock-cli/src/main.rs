@@ -16,6 +16,8 @@ mod policy;
 mod rules;
 mod runs;
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod seccomp;
 mod secret;
 mod serve;
 mod show;

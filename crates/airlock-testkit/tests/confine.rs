@@ -130,3 +130,60 @@ async fn a_reviewed_path_reached_through_a_symbolic_link_is_refused() {
     assert!(doctor.contains("cannot confine"), "{doctor}");
     assert!(doctor.contains("a symbolic link"), "{doctor}");
 }
+
+/// What Landlock does not cover, the seccomp filter does: a Unix socket
+/// with a path (an agent, D-Bus) and the mode of a file the source may
+/// read; the same probes unconfined succeed, so the test can fail.
+#[tokio::test]
+async fn a_confined_source_cannot_reach_unix_sockets_or_change_file_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let root = scratch.dir.path().canonicalize().unwrap();
+    let shared = root.join("shared");
+    std::fs::create_dir_all(&shared).unwrap();
+    let file = shared.join("readable");
+    std::fs::write(&file, "data").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let socket = shared.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let probes = json!({"chmod": file, "unix": socket});
+    for (confine, expected) in [
+        (
+            format!(
+                "\n[sources.fixture.confine]\nread = [\"{}\"]\nopen_files = 256\n",
+                shared.display()
+            ),
+            "chmod=denied unix=denied",
+        ),
+        (String::new(), "chmod=ok unix=ok"),
+    ] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let config = scratch
+            .reviewed_config(&format!(
+                "[sources.fixture]\ncommand = \"{{fixture}}\"\nquote_output = false\n{confine}"
+            ))
+            .await;
+        let client = scratch.stdio_client(&config, ()).await;
+        let said = first_text(
+            &client
+                .call_tool(call("fixture__probe", probes.clone()))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(said, expected, "{confine}");
+        client.cancel().await.unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode == 0o777,
+            expected.starts_with("chmod=ok"),
+            "mode {mode:o}"
+        );
+    }
+    // The hub's accepted connections: one, from the unconfined run.
+    let mut accepted = 0;
+    while listener.accept().is_ok() {
+        accepted += 1;
+    }
+    assert_eq!(accepted, 1);
+}

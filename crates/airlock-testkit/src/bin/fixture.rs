@@ -35,8 +35,9 @@ fn heard(called: &mut Vec<String>, what: String) {
 }
 
 /// What a source could do here: read a file, write one, connect to an
-/// address, allocate `allocate_mib` MiB, start `spawn` processes at once.
-/// One `what=ok|denied` each.
+/// address, allocate `allocate_mib` MiB, start `spawn` processes at once,
+/// make a file world-writable (`chmod`), connect to a Unix socket with a
+/// path (`unix`). One `what=ok|denied` each.
 fn probe(args: &Value) -> String {
     let mut said = Vec::new();
     let verdict = |ok: bool| if ok { "ok" } else { "denied" };
@@ -54,6 +55,15 @@ fn probe(args: &Value) -> String {
             std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_ok()
         });
         said.push(format!("connect={}", verdict(ok)));
+    }
+    if let Some(p) = args["chmod"].as_str() {
+        use std::os::unix::fs::PermissionsExt;
+        let ok = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).is_ok();
+        said.push(format!("chmod={}", verdict(ok)));
+    }
+    if let Some(p) = args["unix"].as_str() {
+        let ok = std::os::unix::net::UnixStream::connect(p).is_ok();
+        said.push(format!("unix={}", verdict(ok)));
     }
     if let Some(mib) = args["allocate_mib"].as_u64() {
         let mut v: Vec<u8> = Vec::new();
@@ -98,7 +108,7 @@ fn tools(extra: bool) -> Value {
         json!({"name": "change", "description": "Add a tool and announce it.", "inputSchema": obj(json!({}))}),
         json!({"name": "leak", "description": "Echo this server's FIXTURE_TOKEN through every channel it has.", "inputSchema": obj(json!({}))}),
         json!({"name": "env", "description": "List the names of the environment variables this process sees.", "inputSchema": obj(json!({}))}),
-        json!({"name": "probe", "description": "Try to read a file, write one, connect to an address and start processes; say what worked.", "inputSchema": obj(json!({"read": {"type": "string"}, "write": {"type": "string"}, "connect": {"type": "string"}, "spawn": {"type": "integer"}, "allocate_mib": {"type": "integer"}}))}),
+        json!({"name": "probe", "description": "Try to read a file, write one, connect to an address and start processes; say what worked.", "inputSchema": obj(json!({"read": {"type": "string"}, "write": {"type": "string"}, "connect": {"type": "string"}, "spawn": {"type": "integer"}, "allocate_mib": {"type": "integer"}, "chmod": {"type": "string"}, "unix": {"type": "string"}}))}),
         json!({"name": "bad.name", "description": "A name airlock cannot expose.", "inputSchema": obj(json!({}))}),
     ];
     if extra {
