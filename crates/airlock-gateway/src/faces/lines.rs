@@ -300,4 +300,110 @@ mod tests {
             assert_eq!(v["id"], id, "{v}");
         }
     }
+
+    /// One line of a generated input, and what it must give.
+    #[derive(Debug, Clone)]
+    enum Item {
+        /// A request: handed on as a message.
+        Ping(u32),
+        /// Not JSON: a parse error.
+        Garbage(String),
+        /// JSON with an id but not a request: an invalid-request error
+        /// naming the id.
+        NotRpc(u32),
+        /// Over the limit: an invalid-request error.
+        Oversized(usize),
+        /// Blank: nothing.
+        Blank,
+    }
+
+    const MAX: usize = 256;
+
+    fn item() -> impl proptest::strategy::Strategy<Value = Item> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => any::<u32>().prop_map(Item::Ping),
+            2 => "[a-z!@#%&*()<>?;:~][a-z!@#%&*()<>?;:~0-9]{0,40}".prop_map(Item::Garbage),
+            2 => any::<u32>().prop_map(Item::NotRpc),
+            1 => (MAX + 1..MAX * 8).prop_map(Item::Oversized),
+            1 => Just(Item::Blank),
+        ]
+    }
+
+    fn line(item: &Item) -> String {
+        match item {
+            Item::Ping(id) => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#),
+            Item::Garbage(g) => g.clone(),
+            Item::NotRpc(id) => format!(r#"{{"id":{id},"x":1}}"#),
+            Item::Oversized(n) => format!(r#"{{"x":"{}"}}"#, "a".repeat(*n)),
+            Item::Blank => String::new(),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Whatever the mix of good and bad lines, line endings and read
+        /// sizes: every request is handed on, in order; every bad line gets
+        /// exactly its own error; blank lines get nothing; nothing panics
+        /// and the input is read to its end.
+        #[test]
+        fn framing_hands_on_every_request_and_answers_every_bad_line(
+            items in proptest::collection::vec(item(), 0..40),
+            crlf in proptest::collection::vec(proptest::bool::ANY, 40),
+            capacity in 1usize..64,
+            final_newline in proptest::bool::ANY,
+        ) {
+            let mut input = String::new();
+            for (i, it) in items.iter().enumerate() {
+                input.push_str(&line(it));
+                let last = i + 1 == items.len();
+                if !last || final_newline {
+                    input.push_str(if crlf[i] { "\r\n" } else { "\n" });
+                }
+            }
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let (received, replies) = rt.block_on(async {
+                let (mut client, server) = tokio::io::duplex(1 << 20);
+                let (read, write) = tokio::io::split(server);
+                let mut t = LineTransport::new(
+                    tokio::io::BufReader::with_capacity(capacity, read),
+                    write,
+                    MAX,
+                );
+                client.write_all(input.as_bytes()).await.unwrap();
+                client.shutdown().await.unwrap();
+                let mut received = Vec::new();
+                while let Some(m) = t.receive().await {
+                    received.push(serde_json::to_value(&m).unwrap()["id"].clone());
+                }
+                // The error replies are written from tasks of their own.
+                tokio::task::yield_now().await;
+                for _ in 0..8 {
+                    tokio::task::yield_now().await;
+                }
+                drop(t);
+                let mut out = String::new();
+                tokio::io::AsyncReadExt::read_to_string(&mut client, &mut out).await.unwrap();
+                let replies: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+                (received, replies)
+            });
+            let pings: Vec<Value> = items
+                .iter()
+                .filter_map(|it| match it { Item::Ping(id) => Some(json!(id)), _ => None })
+                .collect();
+            proptest::prop_assert_eq!(received, pings);
+            let count = |code: i64| replies.iter().filter(|r| r["error"]["code"] == code).count();
+            let garbage = items.iter().filter(|i| matches!(i, Item::Garbage(_))).count();
+            let invalid = items.iter().filter(|i| matches!(i, Item::NotRpc(_) | Item::Oversized(_))).count();
+            proptest::prop_assert_eq!(count(-32700), garbage);
+            proptest::prop_assert_eq!(count(-32600), invalid);
+            proptest::prop_assert_eq!(replies.len(), garbage + invalid);
+            let mut named: Vec<Value> = replies.iter().filter(|r| r["id"] != Value::Null).map(|r| r["id"].clone()).collect();
+            let mut expected: Vec<Value> = items.iter().filter_map(|it| match it { Item::NotRpc(id) => Some(json!(id)), _ => None }).collect();
+            named.sort_by_key(|v| v.as_u64());
+            expected.sort_by_key(|v| v.as_u64());
+            proptest::prop_assert_eq!(named, expected);
+        }
+    }
 }
