@@ -183,6 +183,30 @@ async fn a_paused_run_resumes_without_repeating_a_call() {
     assert!(shown.contains("#4  fixture__slow  settled"), "{shown}");
     let out = scratch.airlock(&["runs"]).output().await.unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(&run_id));
+    // The run's calls are in the audit log under the run and their place:
+    // the approval of call 4 and its outcome among them.
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let out = scratch
+        .airlock(&["audit", "--jsonl"])
+        .output()
+        .await
+        .unwrap();
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |call: &str| records.iter().filter(|r| r["call_id"] == call).count();
+    assert!(
+        of(&format!("{run_id}#1")) >= 2,
+        "decision and outcome of call 1"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["call_id"] == format!("{run_id}#4") && r["decision"] == "approved"),
+        "the person's approval of call 4 is on record under the run"
+    );
 }
 
 #[tokio::test]
