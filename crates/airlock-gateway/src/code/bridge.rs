@@ -41,7 +41,9 @@ pub(super) async fn call(
         run: Some(RunKey::Code(run.to_string())),
         lane: outer.lane,
         peer: outer.peer.clone(),
-        progress: outer.progress.clone(),
+        // The run keeps its client's request alive itself (one rising
+        // count for the whole run); a call's own progress would restart it.
+        progress: None,
         capabilities: outer.capabilities.clone(),
         modern: outer.modern,
         cancelled: cancelled.clone(),

@@ -93,7 +93,9 @@ pub(super) async fn resume(
     let Some(row) = hub.store.run_take(&id, principal).map_err(store_error)? else {
         let why = match hub.store.run_row(&id).map_err(store_error)? {
             Some(row) if row.principal == principal => match row.state {
-                RunState::Running => "it is running (a resume already took it)".to_string(),
+                RunState::Running => {
+                    "it is running (another resume took it), or the hub running it stopped during it".to_string()
+                }
                 state => format!("it is {}, not paused", state.as_str()),
             },
             _ => "there is no such run".to_string(),
@@ -129,6 +131,28 @@ pub(super) async fn resume(
         clock_ms: row.clock_ms,
     };
     Ok(drive(hub, &outer, &run, journal).await)
+}
+
+/// Keep-alive cadence while a run goes (below common 30–60 s idle limits).
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Progress on the client's own token, one rising count for the run.
+async fn keep_client_waiting(outer: &ToolCall, ticks: u32, waiting: usize) {
+    let Some(token) = outer.progress.clone() else {
+        return;
+    };
+    let message = match waiting {
+        0 => "running code".to_string(),
+        n => format!("running code; {n} tool call(s) in flight or waiting for the user's approval"),
+    };
+    let params = serde_json::from_value(json!({
+        "progressToken": token,
+        "progress": ticks,
+        "message": message,
+    }));
+    if let Ok(p) = params {
+        let _ = outer.peer.notify_progress(p).await;
+    }
 }
 
 /// One of the hub's `code_runs` places, held while a run goes.
@@ -200,8 +224,17 @@ async fn drive(
     let store = hub.store.as_ref();
     // The sources the run's calls went to, for quoting what it returns.
     let mut called: std::collections::BTreeSet<usize> = Default::default();
+    // A sign of life for a client that asked for progress, while calls
+    // run or wait for a person.
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.tick().await;
+    let mut ticks = 0u32;
     let report = loop {
         tokio::select! {
+            _ = keep_alive.tick() => {
+                ticks += 1;
+                keep_client_waiting(outer, ticks, inflight.len()).await;
+            }
             next = running.next() => match next {
                 Next::Ended(report) => break report,
                 // After a pause or a halt nothing new starts.
