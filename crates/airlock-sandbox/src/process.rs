@@ -80,6 +80,9 @@ pub fn start(exe: &Path, program: Program, limits: Limits) -> Running {
         return running;
     };
     let cpu = limits.cpu;
+    // The longest line an honest sandbox writes: a call's arguments, or a
+    // report of its output and result, each capped inside it.
+    let max_line = limits.argument_bytes + 2 * limits.output_bytes + (64 << 10);
     let spec = serde_json::to_string(&Spec { program, limits }).unwrap_or_default();
     tokio::spawn(async move {
         if stdin
@@ -101,11 +104,11 @@ pub fn start(exe: &Path, program: Program, limits: Limits) -> Running {
         }
     });
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let mut reader = tokio::io::BufReader::new(stdout);
         let mut report = None;
         let read = async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                match serde_json::from_str::<Out>(&line) {
+            while let Some(line) = bounded_line(&mut reader, max_line).await {
+                match serde_json::from_slice::<Out>(&line) {
                     Ok(Out::Call(c)) => {
                         let _ = call_tx.send(c);
                     }
@@ -137,6 +140,35 @@ pub fn start(exe: &Path, program: Program, limits: Limits) -> Running {
         let _ = done_tx.send(report);
     });
     running
+}
+
+/// The next line, without its newline; none at the end, on an error, or
+/// for a line longer than `max` (which a sandbox never writes: the run is
+/// then over).
+async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Option<Vec<u8>> {
+    let mut line = Vec::new();
+    loop {
+        let available = reader.fill_buf().await.ok()?;
+        if available.is_empty() {
+            return None;
+        }
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (&available[..i], Some(i + 1)),
+            None => (available, None),
+        };
+        if line.len() + chunk.len() > max {
+            return None;
+        }
+        line.extend_from_slice(chunk);
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Some(line);
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -228,4 +260,27 @@ pub fn serve(harden: impl FnOnce(&Limits) -> Result<(), String>) -> i32 {
         }
     });
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_from_the_sandbox_are_bounded() {
+        let input = format!("short\n{}\nafter\n", "x".repeat(100));
+        let mut r = tokio::io::BufReader::with_capacity(7, input.as_bytes());
+        assert_eq!(
+            bounded_line(&mut r, 50).await.as_deref(),
+            Some(&b"short"[..])
+        );
+        // Too long: the stream is given up, nothing after it is read.
+        assert_eq!(bounded_line(&mut r, 50).await, None);
+        let mut r = tokio::io::BufReader::new("exactly\nno newline".as_bytes());
+        assert_eq!(
+            bounded_line(&mut r, 7).await.as_deref(),
+            Some(&b"exactly"[..])
+        );
+        assert_eq!(bounded_line(&mut r, 64).await, None);
+    }
 }
