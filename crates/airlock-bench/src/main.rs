@@ -8,6 +8,7 @@
 
 mod approvals;
 mod code;
+mod confine;
 mod egress;
 mod keepalive;
 mod messages;
@@ -436,6 +437,14 @@ async fn main() -> anyhow::Result<()> {
                 report_approvals(&approvals::run(&dir.path().join("approvals"), 50, 1000).await?);
                 return Ok(());
             }
+            "--only" if args[i + 1] == "confine" => {
+                let dir = tempfile::tempdir()?;
+                println!(
+                    "{}",
+                    confine::render(&confine::run(dir.path(), 20, 2000).await?)
+                );
+                return Ok(());
+            }
             "--only" if args[i + 1] == "code" => {
                 let dir = tempfile::tempdir()?;
                 println!("{}", code::render(&code::run(dir.path(), 200).await?));
@@ -451,7 +460,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|code|policy|approvals|keepalive|sessions|startup"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|code|confine|policy|approvals|keepalive|sessions|startup"
             ),
         }
         i += 2;
@@ -676,6 +685,7 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("a login's cost per call");
     let login = oauth::run(dir.path(), 2000).await?;
     let code_mode = code::run(dir.path(), 200).await?;
+    let confined = confine::run(dir.path(), 20, 2000).await?;
 
     report(&rows, &opts, ready_direct, ready_hub);
     report_keep_alive(&keep_alive);
@@ -688,6 +698,7 @@ async fn main() -> anyhow::Result<()> {
     report_egress(&guard);
     println!("\n{}", oauth::render(&login));
     println!("\n{}", code::render(&code_mode));
+    println!("\n{}", confine::render(&confined));
     Ok(())
 }
 
