@@ -35,6 +35,9 @@ pub fn bin(name: &str) -> PathBuf {
 /// A scratch data directory and config for one test.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
+    /// Run airlock as this user (through `setpriv`), for limits the kernel
+    /// does not hold root to.
+    user: Option<u32>,
 }
 
 impl Default for Scratch {
@@ -47,7 +50,21 @@ impl Scratch {
     pub fn new() -> Scratch {
         Scratch {
             dir: tempfile::tempdir().expect("temp dir"),
+            user: None,
         }
+    }
+
+    /// A scratch whose airlock runs as `nobody` when the tests run as root
+    /// (as CI does), and as the current user otherwise.
+    pub fn unprivileged() -> Scratch {
+        let mut scratch = Scratch::new();
+        if running_as_root() {
+            const NOBODY: u32 = 65534;
+            std::os::unix::fs::chown(scratch.dir.path(), Some(NOBODY), Some(NOBODY))
+                .expect("give the scratch directory to nobody");
+            scratch.user = Some(NOBODY);
+        }
+        scratch
     }
 
     pub fn home(&self) -> PathBuf {
@@ -221,7 +238,17 @@ impl Scratch {
 
     /// `airlock serve --config <config>` as a command, with this data dir.
     pub fn airlock(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(bin("airlock"));
+        let mut cmd = match self.user {
+            Some(uid) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(bin("airlock"));
+                c
+            }
+            None => Command::new(bin("airlock")),
+        };
         cmd.args(args)
             .env("AIRLOCK_HOME", self.home())
             .env("AIRLOCK_NO_BROWSER", "1")
@@ -266,6 +293,16 @@ impl Scratch {
             .expect("airlock answered initialize in time")
             .expect("handshake with airlock")
     }
+}
+
+/// Whether this process runs as root, read from `/proc` (no `unsafe`).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            == Some("0")
+    })
 }
 
 fn toml_str(p: &Path) -> String {

@@ -187,3 +187,50 @@ async fn a_confined_source_cannot_reach_unix_sockets_or_change_file_modes() {
     }
     assert_eq!(accepted, 1);
 }
+
+/// A fork bomb stops at `processes`. The kernel does not hold root to the
+/// limit, so when the tests run as root the hub runs as `nobody`; the same
+/// source unconfined starts every process it asks for.
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_process_limit() {
+    let scratch = Scratch::unprivileged();
+    for (confine, bounded) in [
+        (
+            "\n[sources.fixture.confine]\nprocesses = 8\nopen_files = 256\n",
+            true,
+        ),
+        ("", false),
+    ] {
+        let config = scratch
+            .reviewed_config(&format!(
+                "[sources.fixture]\ncommand = \"{{fixture}}\"\nquote_output = false\n{confine}"
+            ))
+            .await;
+        let client = scratch.stdio_client(&config, ()).await;
+        let said = first_text(
+            &client
+                .call_tool(call("fixture__probe", json!({"spawn": 40})))
+                .await
+                .unwrap(),
+        );
+        let spawned: usize = said
+            .trim_start_matches("spawned=")
+            .parse()
+            .unwrap_or_else(|_| panic!("{said}"));
+        if bounded {
+            assert!(
+                spawned < 8,
+                "{spawned} processes started under a limit of 8"
+            );
+        } else {
+            assert_eq!(spawned, 40, "unconfined, every process starts");
+        }
+        // The hub is up either way.
+        let echoed = client
+            .call_tool(call("fixture__echo", json!({"text": "still here"})))
+            .await
+            .unwrap();
+        assert_eq!(first_text(&echoed), "still here");
+        client.cancel().await.unwrap();
+    }
+}
