@@ -183,6 +183,24 @@ fn parse_transport(
                 ));
             }
             for (k, v) in &s.env {
+                // A name is shown in the review as it is: one that is not
+                // a plain variable name could pass for something else.
+                let plain = k
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                    && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !plain {
+                    return Err(err(
+                        v.span().start,
+                        format!("{key}.env.{}", k.escape_debug()),
+                        format!(
+                            "`{}` is not an environment variable name (letters, digits and `_`, not starting with a digit)",
+                            k.escape_debug()
+                        ),
+                        "rename it, e.g. API_TOKEN".into(),
+                    ));
+                }
                 crate::credentials::check(k, v.get_ref())
                     .map_err(|(m, f)| err(v.span().start, format!("{key}.env.{k}"), m, f))?;
             }
@@ -819,6 +837,29 @@ call_timeout = "2m"
         assert_eq!(c.sources[0].name, "fs");
         assert_eq!(c.sources[1].call_timeout, Some(Duration::from_secs(120)));
         assert!(matches!(c.sources[1].transport, Transport::Http { .. }));
+    }
+
+    #[test]
+    fn an_environment_name_that_is_not_one_is_refused() {
+        for name in [
+            "\"A B\"",
+            "\"1A\"",
+            "\"A=B\"",
+            "\"A\\nPATH\"",
+            "\"\"",
+            "\"Ä\"",
+        ] {
+            let e = parse(&format!(
+                "[sources.fs]\ncommand = \"npx\"\nenv = {{ {name} = \"x\" }}\n"
+            ))
+            .unwrap_err();
+            assert!(
+                e.message.contains("is not an environment variable name"),
+                "{name}: {e}"
+            );
+            assert!(!e.to_string().contains('\u{0}'), "{name}: {e}");
+        }
+        assert!(parse("[sources.fs]\ncommand = \"npx\"\nenv = { _A1 = \"x\" }\n").is_ok());
     }
 
     #[test]
