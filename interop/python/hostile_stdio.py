@@ -2,10 +2,15 @@
 JSON-RPC): its one tool, `attempt`, tries what a malicious server would
 and says what worked, one `name=ok|denied` each."""
 
+import ctypes
 import json
 import os
 import socket
+import struct
 import sys
+
+CLONE_NEWUSER = 0x10000000
+SIGCHLD = 17
 
 
 def attempt(args: dict) -> str:
@@ -35,6 +40,29 @@ def attempt(args: dict) -> str:
         tried("unix", unix)
     if "chmod" in args:
         tried("chmod", lambda: os.chmod(args["chmod"], 0o777))
+    if "acl" in args:
+        # A POSIX ACL giving everyone everything: chmod by another name.
+        entries = b"".join(struct.pack("<HHI", tag, 7, 0xFFFFFFFF) for tag in (0x01, 0x04, 0x20))
+        tried("acl", lambda: os.setxattr(args["acl"], "system.posix_acl_access", struct.pack("<I", 2) + entries))
+    if "dgram" in args:
+        def dgram():
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            try:
+                a.sendto(b"from a confined source", args["dgram"])
+            finally:
+                a.close()
+                b.close()
+        tried("dgram", dgram)
+    if "new_namespace" in args:
+        def new_namespace():
+            libc = ctypes.CDLL(None, use_errno=True)
+            pid = libc.syscall(56 if os.uname().machine == "x86_64" else 220, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)
+            if pid == 0:
+                os._exit(0)
+            if pid < 0:
+                raise OSError(ctypes.get_errno(), "clone refused")
+            os.waitpid(pid, 0)
+        tried("new_namespace", new_namespace)
     if "allocate_mib" in args:
         tried("allocate", lambda: bytearray(args["allocate_mib"] << 20))
     return " ".join(said)

@@ -1,7 +1,8 @@
 """A hostile stdio server in Python, confined: a planted key, another
 source's files, the hub's environment, writes outside its folder, a
-loopback listener the test owns, a Unix socket, a file's mode and more
-memory than its limit are all out of reach, while the same server
+loopback listener the test owns, a Unix socket (stream, or datagram from a
+socketpair), a file's mode or ACL, a namespace of its own and more memory
+than its limit are all out of reach, while the same server
 unconfined reaches them (so the test can fail); the hub stays up."""
 
 import json
@@ -41,10 +42,16 @@ def world(tmp_path):
     unix.bind(str(readable / "agent.sock"))
     unix.listen()
     unix.setblocking(False)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(str(readable / "log.sock"))
+    dgram.setblocking(False)
+    (readable / "acl").write_text("data")
+    os.chmod(readable / "acl", 0o600)
     yield {"base": base, "own": own, "ssh": ssh, "other": other, "readable": readable,
-           "listener": listener, "unix": unix}
+           "listener": listener, "unix": unix, "dgram": dgram}
     listener.close()
     unix.close()
+    dgram.close()
 
 
 def run(world, confine: str) -> str:
@@ -72,6 +79,9 @@ source = "*"
         "connect": f"127.0.0.1:{port}",
         "unix": str(world["readable"] / "agent.sock"),
         "chmod": str(world["readable"] / "file"),
+        "acl": str(world["readable"] / "acl"),
+        "dgram": str(world["readable"] / "log.sock"),
+        "new_namespace": True,
         "allocate_mib": 1024,
     }
     target = StdioServerParameters(
@@ -100,7 +110,8 @@ memory_mib = 512
     said = run(world, confine)
     assert said == (
         "read0=denied read1=denied read2=ok write0=denied write1=denied write2=ok "
-        "hub_environ=denied connect=denied unix=denied chmod=denied allocate=denied"
+        "hub_environ=denied connect=denied unix=denied chmod=denied acl=denied dgram=denied "
+        "new_namespace=denied allocate=denied"
     ), said
     # Nothing planted, nothing reached.
     assert not (world["ssh"] / "authorized_keys").exists()
@@ -108,12 +119,15 @@ memory_mib = 512
         world["listener"].accept()
     with pytest.raises(BlockingIOError):
         world["unix"].accept()
-    assert (os.stat(world["readable"] / "file").st_mode & 0o777) == 0o600
+    with pytest.raises(BlockingIOError):
+        world["dgram"].recv(100)
+    for name in ("file", "acl"):
+        assert (os.stat(world["readable"] / name).st_mode & 0o777) == 0o600, name
 
 
 def test_the_same_server_unconfined_reaches_everything(world):
     said = run(world, "")
     assert said == (
         "read0=ok read1=ok read2=ok write0=ok write1=ok write2=ok "
-        "hub_environ=ok connect=ok unix=ok chmod=ok allocate=ok"
+        "hub_environ=ok connect=ok unix=ok chmod=ok acl=ok dgram=ok new_namespace=ok allocate=ok"
     ), said

@@ -121,7 +121,7 @@ fn confine(plan: &Plan) -> Result<(), String> {
     limits(plan)?;
     landlock(plan)?;
     // Last: it refuses `unshare`, which the first layer needs.
-    crate::seccomp::apply()
+    crate::seccomp::apply(crate::seccomp::Profile::Source)
 }
 
 #[cfg(not(target_os = "linux"))]

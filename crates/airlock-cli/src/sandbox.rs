@@ -1,8 +1,9 @@
 //! `airlock __sandbox`: the process a code-mode run runs in. Before the
 //! program starts, the kernel is given its limits: CPU seconds (the run's
 //! budget and two more, so a loop inside the engine that never yields is
-//! stopped by the kernel), and, where Landlock is offered, no files and no
-//! TCP at all, a second wall behind the engine having none.
+//! stopped by the kernel); where Landlock is offered, no files and no TCP
+//! at all; and a seccomp filter: no socket, no new process, no exec. These
+//! are walls behind the engine, which offers the program none of it.
 
 use std::process::ExitCode;
 
@@ -19,7 +20,9 @@ fn harden(limits: &airlock_sandbox::Limits) -> Result<(), String> {
     setrlimit(Resource::RLIMIT_NOFILE, 64, 64)
         .map_err(|e| format!("cannot limit the run's open files: {e}"))?;
     walls();
-    Ok(())
+    // No socket, no new process, no exec, none of what the confiner's
+    // filter refuses: required, unlike Landlock.
+    crate::seccomp::apply(crate::seccomp::Profile::Sandbox)
 }
 
 /// Landlock with nothing allowed: no path opened, no TCP bound or

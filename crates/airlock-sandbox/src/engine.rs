@@ -17,8 +17,13 @@ use rquickjs::{CaughtError, Context, Ctx, Exception, Function, Promise, Runtime,
 use crate::{Call, Ended, Limits, Program, Reply, Report, RunError};
 
 const PRELUDE: &str = include_str!("prelude.js");
-/// How often a run waiting for a reply looks at its stop flag.
-const STOP_POLL: Duration = Duration::from_millis(20);
+
+/// What the host sends a run's thread.
+pub(crate) enum Message {
+    Reply(u32, Reply),
+    /// Stop waiting: the run is stopped.
+    Stop,
+}
 
 /// Why the interrupt handler stopped the code.
 const WHY_NONE: u8 = 0;
@@ -29,7 +34,7 @@ pub(crate) struct Worker {
     pub program: Program,
     pub limits: Limits,
     pub calls: tokio::sync::mpsc::UnboundedSender<Call>,
-    pub replies: std::sync::mpsc::Receiver<(u32, Reply)>,
+    pub replies: std::sync::mpsc::Receiver<Message>,
     pub stop: Arc<AtomicBool>,
 }
 
@@ -276,8 +281,9 @@ impl Worker {
         ))
     }
 
-    /// The reply to call `seq`, waiting for it if it has not come; none
-    /// when the run is stopped or the host is gone.
+    /// The reply to call `seq`, waiting for it (asleep: a long wait for a
+    /// person costs no CPU) if it has not come; none when the run is
+    /// stopped or the host is gone.
     fn reply_to(&self, seq: u32, ready: &mut HashMap<u32, Reply>) -> Option<Reply> {
         loop {
             if let Some(r) = ready.remove(&seq) {
@@ -286,12 +292,11 @@ impl Worker {
             if self.stop.load(Ordering::SeqCst) {
                 return None;
             }
-            match self.replies.recv_timeout(STOP_POLL) {
-                Ok((n, r)) => {
+            match self.replies.recv() {
+                Ok(Message::Reply(n, r)) => {
                     ready.insert(n, r);
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+                Ok(Message::Stop) | Err(_) => return None,
             }
         }
     }

@@ -158,7 +158,7 @@ pub struct Running {
 
 /// Where the host's replies go.
 enum Replies {
-    Thread(std::sync::mpsc::Sender<(u32, Reply)>),
+    Thread(std::sync::mpsc::Sender<engine::Message>),
     Process(tokio::sync::mpsc::UnboundedSender<(u32, Reply)>),
 }
 
@@ -237,7 +237,7 @@ impl Running {
     pub fn reply(&self, seq: u32, reply: Reply) {
         match &self.replies {
             Replies::Thread(tx) => {
-                let _ = tx.send((seq, reply));
+                let _ = tx.send(engine::Message::Reply(seq, reply));
             }
             Replies::Process(tx) => {
                 let _ = tx.send((seq, reply));
@@ -251,6 +251,10 @@ impl Running {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(kill) = &self.kill {
             kill.notify_one();
+        }
+        // A run waiting for a reply wakes to stop.
+        if let Replies::Thread(tx) = &self.replies {
+            let _ = tx.send(engine::Message::Stop);
         }
     }
 }

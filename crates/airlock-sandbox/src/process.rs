@@ -81,8 +81,9 @@ pub fn start(exe: &Path, program: Program, limits: Limits) -> Running {
     };
     let cpu = limits.cpu;
     // The longest line an honest sandbox writes: a call's arguments, or a
-    // report of its output and result, each capped inside it.
-    let max_line = limits.argument_bytes + 2 * limits.output_bytes + (64 << 10);
+    // report of its output and result, each capped inside it (and each
+    // byte escaped in JSON at most six times as long).
+    let max_line = 6 * (limits.argument_bytes + 2 * limits.output_bytes) + (64 << 10);
     let spec = serde_json::to_string(&Spec { program, limits }).unwrap_or_default();
     tokio::spawn(async move {
         if stdin
@@ -105,68 +106,83 @@ pub fn start(exe: &Path, program: Program, limits: Limits) -> Running {
     });
     tokio::spawn(async move {
         let mut reader = tokio::io::BufReader::new(stdout);
-        let mut report = None;
         let read = async {
-            while let Some(line) = bounded_line(&mut reader, max_line).await {
+            loop {
+                let line = match bounded_line(&mut reader, max_line).await {
+                    Ok(Some(line)) => line,
+                    Ok(None) => return Read::Ended,
+                    Err(why) => return Read::Garbled(why),
+                };
                 match serde_json::from_slice::<Out>(&line) {
                     Ok(Out::Call(c)) => {
                         let _ = call_tx.send(c);
                     }
-                    Ok(Out::Report(r)) => return Some(r),
-                    Err(_) => return None,
+                    Ok(Out::Report(r)) => return Read::Report(r),
+                    Err(_) => return Read::Garbled("a line that is not one of its messages"),
                 }
             }
-            None
         };
-        let killed = tokio::select! {
-            r = read => { report = r; false }
-            _ = kill.notified() => true,
+        let read = tokio::select! {
+            r = read => r,
+            _ = kill.notified() => Read::Killed,
         };
         let _ = child.start_kill();
         let status = child.wait().await.ok();
-        let report = report.unwrap_or_else(|| {
-            failed(match (killed, status.and_then(signal_of)) {
-                (true, _) => RunError::Stopped,
+        let report = match read {
+            Read::Report(r) => r,
+            Read::Killed => failed(RunError::Stopped),
+            Read::Garbled(why) => failed(RunError::Start(format!(
+                "the sandbox process sent {why}, so the run was ended"
+            ))),
+            Read::Ended => failed(match status.and_then(signal_of) {
                 // The kernel's CPU limit (SIGXCPU, then SIGKILL).
-                (false, Some(24 | 9)) => RunError::Cpu(cpu),
-                (false, Some(s)) => {
-                    RunError::Start(format!("the sandbox process died of signal {s}"))
-                }
-                (false, None) => {
-                    RunError::Start("the sandbox process ended without a report".into())
-                }
-            })
-        });
+                Some(24 | 9) => RunError::Cpu(cpu),
+                Some(s) => RunError::Start(format!("the sandbox process died of signal {s}")),
+                None => RunError::Start("the sandbox process ended without a report".into()),
+            }),
+        };
         let _ = done_tx.send(report);
     });
     running
 }
 
-/// The next line, without its newline; none at the end, on an error, or
-/// for a line longer than `max` (which a sandbox never writes: the run is
-/// then over).
+/// How reading the sandbox's messages ended.
+enum Read {
+    Report(Report),
+    /// The host stopped the run.
+    Killed,
+    /// Its output ended without a report (it died).
+    Ended,
+    /// It wrote something it never writes.
+    Garbled(&'static str),
+}
+
+/// The next line, without its newline; none at the end (or a read error),
+/// an error for a line longer than `max` (which a sandbox never writes).
 async fn bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
     reader: &mut R,
     max: usize,
-) -> Option<Vec<u8>> {
+) -> Result<Option<Vec<u8>>, &'static str> {
     let mut line = Vec::new();
     loop {
-        let available = reader.fill_buf().await.ok()?;
+        let Ok(available) = reader.fill_buf().await else {
+            return Ok(None);
+        };
         if available.is_empty() {
-            return None;
+            return Ok(None);
         }
         let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
             Some(i) => (&available[..i], Some(i + 1)),
             None => (available, None),
         };
         if line.len() + chunk.len() > max {
-            return None;
+            return Err("a line longer than any message of its");
         }
         line.extend_from_slice(chunk);
         let used = done.unwrap_or(available.len());
         reader.consume(used);
         if done.is_some() {
-            return Some(line);
+            return Ok(Some(line));
         }
     }
 }
@@ -270,17 +286,11 @@ mod tests {
     async fn lines_from_the_sandbox_are_bounded() {
         let input = format!("short\n{}\nafter\n", "x".repeat(100));
         let mut r = tokio::io::BufReader::with_capacity(7, input.as_bytes());
-        assert_eq!(
-            bounded_line(&mut r, 50).await.as_deref(),
-            Some(&b"short"[..])
-        );
+        assert_eq!(bounded_line(&mut r, 50).await, Ok(Some(b"short".to_vec())));
         // Too long: the stream is given up, nothing after it is read.
-        assert_eq!(bounded_line(&mut r, 50).await, None);
+        assert!(bounded_line(&mut r, 50).await.is_err());
         let mut r = tokio::io::BufReader::new("exactly\nno newline".as_bytes());
-        assert_eq!(
-            bounded_line(&mut r, 7).await.as_deref(),
-            Some(&b"exactly"[..])
-        );
-        assert_eq!(bounded_line(&mut r, 64).await, None);
+        assert_eq!(bounded_line(&mut r, 7).await, Ok(Some(b"exactly".to_vec())));
+        assert_eq!(bounded_line(&mut r, 64).await, Ok(None));
     }
 }

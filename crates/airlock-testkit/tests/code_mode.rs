@@ -485,3 +485,49 @@ async fn runs_at_once_are_capped() {
     let (v, _) = run_code(&client, "return 1;").await;
     assert_eq!(v["result"], 1, "{v}");
 }
+
+/// Every run's process is under its seccomp filter (and no new
+/// privileges), with an empty environment, seen from outside while a run
+/// goes.
+#[tokio::test]
+async fn a_runs_process_is_filtered_and_has_no_environment() {
+    let (_scratch, client) = start("only").await;
+    let running = {
+        let client = client.clone();
+        tokio::spawn(async move { run_code_owned(client, "while (true) {}").await })
+    };
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let dir = entry.path();
+            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            if !bytes_contain(&cmdline, "__sandbox") {
+                continue;
+            }
+            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+            let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+            if !status.is_empty() {
+                seen.push((status, environ));
+            }
+        }
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!seen.is_empty(), "no run's process was seen");
+    for (status, environ) in &seen {
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l[name.len()..].trim().to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(field("Seccomp:"), "2", "{status}");
+        assert_eq!(field("NoNewPrivs:"), "1", "{status}");
+        assert!(environ.is_empty(), "a run's process has an environment");
+    }
+    let (v, _) = running.await.unwrap();
+    assert_eq!(v["status"], "failed", "{v}");
+}
