@@ -146,6 +146,8 @@ pub struct CodeLimits {
     pub calls: u32,
     /// Runs going at once on one hub.
     pub runs: u32,
+    /// How long one run may take in all, waits for people included.
+    pub time: Duration,
 }
 
 impl Default for CodeLimits {
@@ -156,6 +158,7 @@ impl Default for CodeLimits {
             output_kib: 64,
             calls: 100,
             runs: 4,
+            time: Duration::from_secs(600),
         }
     }
 }

@@ -45,6 +45,7 @@ struct RawHub {
     code_output_kib: Option<Spanned<i64>>,
     code_calls: Option<Spanned<i64>>,
     code_runs: Option<Spanned<i64>>,
+    code_time: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -371,6 +372,9 @@ fn parse_hub(path: &Path, text: &str, h: RawHub) -> Result<HubSettings, ConfigEr
     }
     if let Some(t) = &h.code_cpu {
         hub.code.cpu = duration(path, text, "hub.code_cpu", t)?;
+    }
+    if let Some(t) = &h.code_time {
+        hub.code.time = duration(path, text, "hub.code_time", t)?;
     }
     Ok(hub)
 }
@@ -865,7 +869,7 @@ call_timeout = "2m"
     #[test]
     fn code_mode_and_its_caps_are_read_and_checked() {
         let c = parse(
-            "[hub]\ncode_mode = \"only\"\ncode_memory_mib = 32\ncode_cpu = \"2s\"\ncode_output_kib = 8\ncode_calls = 20\ncode_runs = 2\n",
+            "[hub]\ncode_mode = \"only\"\ncode_memory_mib = 32\ncode_cpu = \"2s\"\ncode_output_kib = 8\ncode_calls = 20\ncode_runs = 2\ncode_time = \"10m\"\n",
         )
         .unwrap();
         assert_eq!(c.hub.code_mode, CodeMode::Only);
@@ -876,7 +880,8 @@ call_timeout = "2m"
                 cpu: Duration::from_secs(2),
                 output_kib: 8,
                 calls: 20,
-                runs: 2
+                runs: 2,
+                time: Duration::from_secs(600),
             }
         );
         assert_eq!(parse("").unwrap().hub.code_mode, CodeMode::Off);

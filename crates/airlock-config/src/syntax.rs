@@ -23,6 +23,7 @@ const HUB_KEYS: &[&str] = &[
     "code_output_kib",
     "code_calls",
     "code_runs",
+    "code_time",
 ];
 const SOURCE_KEYS: &[&str] = &[
     "command",

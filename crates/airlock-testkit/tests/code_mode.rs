@@ -531,3 +531,20 @@ async fn a_runs_process_is_filtered_and_has_no_environment() {
     let (v, _) = running.await.unwrap();
     assert_eq!(v["status"], "failed", "{v}");
 }
+
+/// A run has a whole-time budget, waits included: one whose call never
+/// answers is stopped at `code_time`, and the hub carries on.
+#[tokio::test]
+async fn a_run_that_outlasts_its_time_is_stopped() {
+    let scratch = Scratch::new();
+    scratch.store_secret("CODE_TOKEN", TOKEN).await;
+    let body = config(&scratch, "only").replace("[hub]\n", "[hub]\ncode_time = \"2s\"\n");
+    let config = scratch.reviewed_config(&body).await;
+    let client: Client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
+    // (The call's own timeout is a minute: this is the run's.)
+    let (v, is_error) = run_code(&client, "await tools.fixture.hang({}); return 'answered';").await;
+    assert!(is_error, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("code_time"), "{v}");
+    let (v, _) = run_code(&client, "return 1;").await;
+    assert_eq!(v["result"], 1, "{v}");
+}

@@ -202,6 +202,7 @@ async fn drive(
             .collect(),
     };
     let limits = limits(hub);
+    let (limits_calls, limits_arguments) = (limits.calls, limits.argument_bytes);
     // In a process of its own, which the kernel stops at its CPU limit.
     let mut running = match std::env::current_exe() {
         Ok(exe) => airlock_sandbox::process::start(&exe, program, limits),
@@ -229,8 +230,18 @@ async fn drive(
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.tick().await;
     let mut ticks = 0u32;
+    // The run's whole time, waits for people included.
+    let time = hub.settings().code.time;
+    let deadline = tokio::time::Instant::now() + time;
     let report = loop {
         tokio::select! {
+            _ = tokio::time::sleep_until(deadline), if halt.is_none() => {
+                halt = Some(Halt::Failed(format!(
+                    "the run took longer than its {} s (code_time), so it was stopped",
+                    time.as_secs()
+                )));
+                running.stop();
+            }
             _ = keep_alive.tick() => {
                 ticks += 1;
                 keep_client_waiting(outer, ticks, inflight.len()).await;
@@ -239,6 +250,16 @@ async fn drive(
                 Next::Ended(report) => break report,
                 // After a pause or a halt nothing new starts.
                 Next::Call(_) if paused.is_some() || halt.is_some() => {}
+                // The sandbox keeps its caps; the host checks them again,
+                // in case something in it does not.
+                Next::Call(call) if call.seq > limits_calls
+                    || serde_json::to_vec(&call.arguments).map_or(true, |a| a.len() > limits_arguments) => {
+                    halt = Some(Halt::Failed(format!(
+                        "call {} is past what a run may make or carry, so the run was stopped",
+                        call.seq
+                    )));
+                    running.stop();
+                }
                 Next::Call(call) => {
                     // Replayed or live, what the call returns is the
                     // source's data (for quoting what the run returns).
