@@ -316,10 +316,22 @@ async fn drive(
             halt.get_or_insert(Halt::Failed(why));
         }
     }
+    finish(hub, run, halt, report, &called)
+}
+
+/// Records how the run ended and answers the model: airlock's own words
+/// (status, run id, why), and apart from them what the code made of the
+/// tools' data, quoted if a source it called is.
+fn finish(
+    hub: &Hub,
+    run: &NewRun,
+    halt: Option<Halt>,
+    report: airlock_sandbox::Report,
+    called: &std::collections::BTreeSet<usize>,
+) -> CallToolResponse {
+    let store = hub.store.as_ref();
     let secrets = hub.secrets.as_ref();
     let output: Vec<String> = report.output.iter().map(|l| secrets.scrub(l)).collect();
-    // airlock's own words about the run, and apart from them what the code
-    // made of the tools' data (quoted, if a source it called is quoted).
     let (state, message, data) = match (halt, report.ended) {
         (Some(Halt::Diverged(why)), _) => (RunState::Diverged, why, json!({})),
         (Some(Halt::Failed(why)), _) => (RunState::Failed, why, json!({})),
