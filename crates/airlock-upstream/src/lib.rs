@@ -19,6 +19,7 @@ mod connect;
 mod credentials;
 pub mod egress;
 mod lanes;
+mod layer;
 mod listen;
 pub mod oauth;
 mod ports;
