@@ -356,7 +356,7 @@ impl Login {
             }
         }
         let matches = state.as_deref().is_some_and(|s| same(s, &self.state));
-        if !matches || self.spent || self.started.elapsed() > STATE_TTL {
+        if !answerable(matches, self.spent, self.started.elapsed()) {
             return Callback::Refused;
         }
         self.spent = true;
@@ -454,6 +454,12 @@ fn challenged_scope(challenge: &str) -> Option<String> {
 }
 
 /// Constant-time equality of two states.
+/// Whether a callback may go on: it carries this login's state, the state
+/// was not used, and it is younger than [`STATE_TTL`].
+fn answerable(matches: bool, spent: bool, age: Duration) -> bool {
+    matches && !spent && age <= STATE_TTL
+}
+
 fn same(a: &str, b: &str) -> bool {
     use subtle::ConstantTimeEq;
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
@@ -568,5 +574,31 @@ pub(crate) fn describe(e: &AuthError, http: &EgressOAuthHttp, stage: &str) -> St
         E::NoAuthorizationSupport => "the server does not say how to authorize".into(),
         E::CredentialStoreError(why) => format!("the secret store failed: {why}"),
         _ => format!("{stage} failed: {fact}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_login_state_is_good_once_and_for_five_minutes() {
+        let second = Duration::from_secs(1);
+        assert_eq!(STATE_TTL, Duration::from_secs(300));
+        assert!(answerable(true, false, Duration::ZERO));
+        assert!(answerable(true, false, STATE_TTL - second));
+        assert!(answerable(true, false, STATE_TTL));
+        // Late, used, or another state: the one uniform refusal.
+        assert!(!answerable(true, false, STATE_TTL + second));
+        assert!(!answerable(true, true, second));
+        assert!(!answerable(false, false, second));
+    }
+
+    #[test]
+    fn states_are_compared_whole() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
+        assert!(!same("", "a"));
     }
 }
