@@ -67,38 +67,35 @@ async fn sandbox_start(runs: usize) -> (f64, f64, f64, f64) {
         assert!(status.is_ok_and(|s| s.success()), "a bare process");
         process.push(t.elapsed());
         let t = Instant::now();
-        let mut running = airlock_sandbox::process::start(
+        let running = airlock_sandbox::process::start(
             &airlock,
             program(),
             airlock_sandbox::Limits::default(),
         );
-        match running.next().await {
-            airlock_sandbox::Next::Ended(r) => {
-                assert_eq!(
-                    r.ended,
-                    airlock_sandbox::Ended::Finished(serde_json::json!(1))
-                )
-            }
-            airlock_sandbox::Next::Call(_) => unreachable!("the program makes no call"),
-        }
+        returned_one(running).await;
         isolated.push(t.elapsed());
         let t = Instant::now();
         std::thread::spawn(|| ()).join().expect("a bare thread");
         thread.push(t.elapsed());
         let t = Instant::now();
-        let mut running = airlock_sandbox::start(program(), airlock_sandbox::Limits::default());
-        match running.next().await {
-            airlock_sandbox::Next::Ended(r) => {
-                assert_eq!(
-                    r.ended,
-                    airlock_sandbox::Ended::Finished(serde_json::json!(1))
-                )
-            }
-            airlock_sandbox::Next::Call(_) => unreachable!("the program makes no call"),
-        }
+        let running = airlock_sandbox::start(program(), airlock_sandbox::Limits::default());
+        returned_one(running).await;
         start.push(t.elapsed());
     }
     (p50(thread), p50(start), p50(process), p50(isolated))
+}
+
+/// Waits for a run of `return 1;` to end with its result.
+async fn returned_one(mut running: airlock_sandbox::Running) {
+    match running.next().await {
+        airlock_sandbox::Next::Ended(r) => {
+            assert_eq!(
+                r.ended,
+                airlock_sandbox::Ended::Finished(serde_json::json!(1))
+            )
+        }
+        airlock_sandbox::Next::Call(_) => unreachable!("the program makes no call"),
+    }
 }
 
 async fn listed_bytes(client: &super::Client) -> anyhow::Result<(usize, usize)> {
