@@ -105,7 +105,7 @@ pub async fn run(dir: &Path, samples: usize, waiting: usize) -> anyhow::Result<A
     let desk = {
         let home = home.clone();
         Desk::new(
-            store.path().to_path_buf(),
+            airlock_channels::desk::Ledger::Sqlite(store.path().to_path_buf()),
             airlock_gateway::hub::principal(),
             Box::new(move |id| {
                 airlock_gateway::control::notify(&home, id, None);

@@ -5,24 +5,25 @@
 //! the waiting call is woken; waking decides nothing, the call reads the
 //! ledger.
 
-use std::path::PathBuf;
-
 use airlock_decision::{Choice, DecisionError, Recorded, record_decision};
+
+pub use airlock_decision::Ledger;
 
 type Wake = Box<dyn Fn(&str) + Send + Sync>;
 
 pub struct Desk {
-    database: PathBuf,
+    ledger: Ledger,
     principal: String,
     wake: Wake,
 }
 
 impl Desk {
-    /// Decisions go to the ledger in `database`, as `principal`; `wake` is
-    /// told the id of each approval decided.
-    pub fn new(database: PathBuf, principal: String, wake: Wake) -> Desk {
+    /// Decisions go to `ledger`, as `principal`; `wake` is told the id of
+    /// each approval decided (with a team's store, the replicas that wait
+    /// are also told through the database).
+    pub fn new(ledger: Ledger, principal: String, wake: Wake) -> Desk {
         Desk {
-            database,
+            ledger,
             principal,
             wake,
         }
@@ -40,7 +41,7 @@ impl Desk {
         choice: Choice,
         channel: &str,
     ) -> Result<Recorded, DecisionError> {
-        let recorded = record_decision(&self.database, id, &self.principal, choice, channel)?;
+        let recorded = record_decision(&self.ledger, id, &self.principal, choice, channel)?;
         if matches!(recorded, Recorded::Approved | Recorded::Denied) {
             (self.wake)(id);
         }
@@ -51,6 +52,6 @@ impl Desk {
 /// Revokes the standing rule `id` that an "always allow" created; `false`
 /// when there is none. Every channel that changes the ledger goes through
 /// this module.
-pub fn revoke_standing_rule(database: &std::path::Path, id: i64) -> Result<bool, DecisionError> {
-    airlock_decision::revoke_standing_rule(database, id)
+pub fn revoke_standing_rule(ledger: &Ledger, id: i64) -> Result<bool, DecisionError> {
+    airlock_decision::revoke_standing_rule(ledger, id)
 }

@@ -10,14 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use airlock_channels::Desk;
 use airlock_common::now_ms;
 use airlock_store::ledger::{self, Choice, LedgerState, Recorded};
-use airlock_store::{SqliteStore, Store};
 
 use crate::home;
 use crate::show;
 
 pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
-    let dir = home::data_dir()?;
-    let store = SqliteStore::open_in(&dir)?;
+    let store = crate::store::open_default()?.store();
     let rows = store.ledger_list(all)?;
     if rows.is_empty() {
         println!("No calls are waiting for approval.");
@@ -56,13 +54,13 @@ pub fn pending(all: bool) -> anyhow::Result<ExitCode> {
 
 pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
     let dir = home::data_dir()?;
-    let store = SqliteStore::open_in(&dir)?;
+    let backend = crate::store::open_default()?;
     let principal = airlock_gateway::hub::principal();
     let woke = Arc::new(AtomicBool::new(false));
     let desk = {
         let (dir, woke) = (dir.clone(), woke.clone());
         Desk::new(
-            store.path().to_path_buf(),
+            backend.ledger(),
             principal,
             Box::new(move |id| {
                 woke.store(
@@ -95,7 +93,8 @@ pub fn decide(id: &str, choice: Choice) -> anyhow::Result<ExitCode> {
         ),
     };
     println!("{message}");
-    if matches!(recorded, Recorded::Approved | Recorded::Denied) && !woke {
+    let team = matches!(backend, crate::store::Backend::Team(_));
+    if matches!(recorded, Recorded::Approved | Recorded::Denied) && !woke && !team {
         println!(
             "(no running hub answered on its control socket; the waiting call will see the decision when it next looks)"
         );

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use airlock_common::now_ms;
-use airlock_store::{AuditCheck, AuditFilter, SqliteStore, Store};
+use airlock_store::{AuditCheck, AuditFilter, Store};
 
 use crate::home;
 use crate::show::{self, Table};
@@ -30,12 +30,12 @@ pub struct FilterArgs {
     jsonl: bool,
 }
 
-fn open() -> anyhow::Result<std::sync::Arc<SqliteStore>> {
+fn open() -> anyhow::Result<std::sync::Arc<dyn Store>> {
     let dir = home::data_dir()?;
-    if !dir.join("airlock.db").exists() {
+    if !crate::store::default_is_team()? && !dir.join("airlock.db").exists() {
         anyhow::bail!("no hub has run with data directory {} yet", dir.display());
     }
-    Ok(SqliteStore::open_in(&dir)?)
+    Ok(crate::store::open_default()?.store())
 }
 
 pub fn show(args: &FilterArgs) -> anyhow::Result<ExitCode> {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use airlock_channels::desk::Ledger;
 use airlock_channels::{ApprovalPage, Desk};
 use airlock_config::ApprovalPage as PageMode;
 use airlock_gateway::Hub;
@@ -28,20 +29,21 @@ struct Attached {
     pointed: Mutex<Option<Instant>>,
 }
 
-/// Builds the channels for `hub` (ledger at `database`) and attaches them.
-/// `own` is the hub's control socket: a decision made here wakes the call
-/// in whichever hub on the data directory it waits in.
+/// Builds the channels for `hub` (decisions go to `ledger`) and attaches
+/// them. `own` is the hub's control socket: a decision made here wakes the
+/// call in whichever hub on the data directory it waits in (and, with a
+/// team's store, the database tells the other replicas).
 pub async fn attach(
     hub: &Arc<Hub>,
-    database: PathBuf,
+    ledger: Ledger,
+    data_dir: PathBuf,
     store: Arc<dyn Store>,
     own: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let data_dir = database.parent().map(PathBuf::from).unwrap_or_default();
     let weak = Arc::downgrade(hub);
     let wake_dir = data_dir.clone();
     let desk = Arc::new(Desk::new(
-        database,
+        ledger,
         hub.principal().to_string(),
         Box::new(move |id| {
             if let Some(hub) = weak.upgrade() {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use airlock_gateway::Hub;
-use airlock_store::{SqliteStore, Store};
+use airlock_store::Store;
 
 use crate::home;
 
@@ -22,11 +22,10 @@ pub fn run(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let dir = home::data_dir()?;
-    let store: Arc<dyn Store> = match SqliteStore::open_in(&dir) {
+    let store: Arc<dyn Store> = match crate::store::open(&config.store) {
         Ok(s) => {
-            println!("ok    store: {}", dir.join("airlock.db").display());
-            s
+            println!("ok    store: {}", s.describe());
+            s.store()
         }
         Err(e) => {
             println!("FAIL  store: {e}");

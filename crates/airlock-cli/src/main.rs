@@ -22,6 +22,7 @@ mod secret;
 mod serve;
 mod show;
 mod status;
+mod store;
 mod token;
 mod tools;
 
@@ -40,6 +41,13 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Use a team's PostgreSQL store (postgres://ROLE@HOST:PORT/DATABASE)
+    /// instead of the embedded one or the config's [store].
+    #[arg(long, global = true, env = "AIRLOCK_STORE", value_name = "URL")]
+    store: Option<String>,
+    /// The tenant to act for in that store (default: "default").
+    #[arg(long, global = true, env = "AIRLOCK_TENANT", requires = "store")]
+    tenant: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -152,9 +160,33 @@ enum Command {
         #[arg(long)]
         rotate: bool,
     },
+    /// Set up or upgrade a team's PostgreSQL store, as its owner.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
     /// Run the demo MCP server on stdio (used by the built-in config).
     #[command(hide = true)]
     DemoServer,
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Create airlock's schema (or apply what this version adds), with
+    /// row-level security on every table, and grant the hub's role its
+    /// rows. Run as the role that owns the schema, never the hub's.
+    Migrate {
+        /// The owner's connection, postgres://OWNER@HOST:PORT/DATABASE.
+        #[arg(long, value_name = "URL")]
+        owner: String,
+        /// The stored secret holding the owner's password, if it needs one.
+        #[arg(long, value_name = "NAME")]
+        owner_password: Option<String>,
+        /// The role hubs connect as (it must exist; it must not own
+        /// anything or bypass row-level security).
+        #[arg(long, value_name = "ROLE")]
+        hub_role: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -284,6 +316,10 @@ fn main() -> ExitCode {
     harden::not_dumpable();
     harden::raise_open_file_limit();
     let cli = Cli::parse();
+    if let Err(e) = store::choose(cli.store, cli.tenant) {
+        eprintln!("airlock: {e:#}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Serve { config, http } => serve::run(config, http),
         Command::Import { file, out, project } => {
@@ -328,6 +364,14 @@ fn main() -> ExitCode {
             },
         ),
         Command::Deny { id } => approvals::decide(&id, airlock_store::ledger::Choice::Deny),
+        Command::Store {
+            command:
+                StoreCommand::Migrate {
+                    owner,
+                    owner_password,
+                    hub_role,
+                },
+        } => store::migrate(&owner, owner_password.as_deref(), &hub_role),
         Command::Page { print } => approvals::page(print),
         Command::Tools {
             command:

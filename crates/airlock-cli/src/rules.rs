@@ -3,12 +3,8 @@
 
 use std::process::ExitCode;
 
-use airlock_store::{SqliteStore, Store};
-
-use crate::home;
-
 pub fn list() -> anyhow::Result<ExitCode> {
-    let store = SqliteStore::open_in(&home::data_dir()?)?;
+    let store = crate::store::open_default()?.store();
     let rules = store.standing_rules()?;
     if rules.is_empty() {
         println!("No standing rules. \"Always allow\" on a waiting call creates one.");
@@ -36,8 +32,8 @@ pub fn list() -> anyhow::Result<ExitCode> {
 }
 
 pub fn revoke(id: i64) -> anyhow::Result<ExitCode> {
-    let store = SqliteStore::open_in(&home::data_dir()?)?;
-    if airlock_channels::desk::revoke_standing_rule(store.path(), id)? {
+    let backend = crate::store::open_default()?;
+    if airlock_channels::desk::revoke_standing_rule(&backend.ledger(), id)? {
         println!("revoked standing rule #{id}: calls it allowed ask again");
         Ok(ExitCode::SUCCESS)
     } else {

@@ -4,15 +4,13 @@
 
 use std::process::ExitCode;
 
-use airlock_store::{SqliteStore, Store};
-
-use crate::{home, show};
+use crate::show;
 
 /// How much of a program or a reply is shown.
 const SHOWN: usize = 400;
 
 pub fn list() -> anyhow::Result<ExitCode> {
-    let store = SqliteStore::open_in(&home::data_dir()?)?;
+    let store = crate::store::open_default()?.store();
     let runs = store.runs_list(50)?;
     if runs.is_empty() {
         println!("No code-mode runs are on record.");
@@ -34,7 +32,7 @@ pub fn list() -> anyhow::Result<ExitCode> {
 }
 
 pub fn show(id: &str) -> anyhow::Result<ExitCode> {
-    let store = SqliteStore::open_in(&home::data_dir()?)?;
+    let store = crate::store::open_default()?.store();
     let Some(run) = store.run_row(id)? else {
         println!("not found: no run `{}`", show::one_line(id));
         return Ok(ExitCode::from(5));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use airlock_gateway::Hub;
 use airlock_gateway::control::{self, Control, HubReport, SourceReport};
 use airlock_gateway::faces::{http::HttpFace, stdio};
-use airlock_store::{SqliteStore, Store};
+use airlock_store::Store;
 
 use crate::home;
 
@@ -26,9 +26,8 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
     let config_path = config;
     let (config, origin) = home::load_config(config_path.as_deref())?;
     let data_dir = home::data_dir()?;
-    let sqlite = SqliteStore::open_in(&data_dir)?;
-    let database = sqlite.path().to_path_buf();
-    let store: Arc<dyn Store> = sqlite;
+    let backend = crate::store::open(&config.store)?;
+    let store: Arc<dyn Store> = backend.store();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let connect_timeout = config.hub.connect_timeout;
@@ -47,9 +46,17 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
                 airlock_gateway::control::hubs_dir(&data_dir).display()
             )
         })?;
+        if let crate::store::Backend::Team(pg) = &backend {
+            // The other replicas learn this one is alive (and recover its
+            // rows should it stop beating); it recovers theirs likewise.
+            pg.keep_alive(hub.instance());
+        }
         hub.recover_ledger(&control::instances(&data_dir));
         let own = Some(control.path().to_path_buf());
-        crate::channels::attach(&hub, database, store, own).await?;
+        if let crate::store::Backend::Team(pg) = &backend {
+            listen_for_decisions(&hub, pg)?;
+        }
+        crate::channels::attach(&hub, backend.ledger(), data_dir.clone(), store, own).await?;
         tokio::spawn(stop_on_signal(hub.clone()));
         tokio::spawn(reload_on_hangup(hub.clone(), config_path));
         let face = match http {
@@ -94,6 +101,27 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
         served?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// With a team's store, a decision recorded on any replica wakes the call
+/// waiting here; each time the listener (re)connects, every waiting call
+/// re-reads its row, so a decision announced while it was away is not
+/// missed.
+fn listen_for_decisions(hub: &Arc<Hub>, pg: &airlock_store::PgStore) -> anyhow::Result<()> {
+    let (deciding, catching_up) = (Arc::downgrade(hub), Arc::downgrade(hub));
+    pg.listen(
+        move |id| {
+            if let Some(hub) = deciding.upgrade() {
+                hub.wake_approval(id);
+            }
+        },
+        move || {
+            if let Some(hub) = catching_up.upgrade() {
+                hub.wake_all_approvals();
+            }
+        },
+    )?;
+    Ok(())
 }
 
 /// What this hub tells `airlock status` of itself, read afresh each time.

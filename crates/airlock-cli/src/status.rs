@@ -5,18 +5,18 @@
 use std::process::ExitCode;
 
 use airlock_common::now_ms;
-use airlock_store::{AuditFilter, SqliteStore, Store};
+use airlock_store::AuditFilter;
 
 use crate::home;
 use crate::show::{self, Table};
 
 pub fn run(calls: usize) -> anyhow::Result<ExitCode> {
     let dir = home::data_dir()?;
-    if !dir.join("airlock.db").exists() {
+    if !crate::store::default_is_team()? && !dir.join("airlock.db").exists() {
         println!("No hub has run with data directory {} yet.", dir.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let store = SqliteStore::open_in(&dir)?;
+    let store = crate::store::open_default()?.store();
     let now = now_ms();
     let hubs = airlock_gateway::control::reports(&dir);
     let mut unhealthy = false;

@@ -13,7 +13,7 @@ use airlock_common::now_ms;
 use airlock_gateway::Hub;
 use airlock_policy::contract;
 use airlock_policy::lint::Linter;
-use airlock_store::{PinnedContract, Reviews, SqliteStore, Store};
+use airlock_store::{PinnedContract, Store};
 use airlock_upstream::command::CommandIdentity;
 use serde_json::Value;
 
@@ -69,8 +69,8 @@ impl Pending {
 
 pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
     let (config, origin) = home::load_config(config.as_deref())?;
-    let dir = home::data_dir()?;
-    let store = SqliteStore::open_in(&dir)?;
+    let backend = crate::store::open(&config.store)?;
+    let store = backend.store();
     let interactive = matches!(mode, Mode::Interactive);
     if interactive && !std::io::stdin().is_terminal() {
         anyhow::bail!(
@@ -78,7 +78,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
         );
     }
     println!("Reviewing {origin}");
-    review_commands(&config, &store, &mode)?;
+    review_commands(&config, &backend, &mode)?;
     let config_sources: Vec<String> = config.sources.iter().map(|s| s.name.clone()).collect();
     let shared: Arc<dyn Store> = store.clone();
     let runtime = tokio::runtime::Runtime::new()?;
@@ -247,7 +247,7 @@ pub fn review(config: Option<PathBuf>, mode: Mode) -> anyhow::Result<ExitCode> {
             }
         };
         if yes {
-            store.pin_contract(&PinnedContract {
+            backend.reviews().pin_contract(&PinnedContract {
                 source: p.source.clone(),
                 tool: p.upstream.clone(),
                 digest: p.digest.clone(),
@@ -294,7 +294,7 @@ fn unreviewed_sources(failed: &[String]) -> ExitCode {
 /// asks again). `--approve NAME` takes a source name for this.
 fn review_commands(
     config: &airlock_config::Config,
-    store: &SqliteStore,
+    store: &crate::store::Backend,
     mode: &Mode,
 ) -> anyhow::Result<()> {
     if config.origin.is_none() {
@@ -305,7 +305,7 @@ fn review_commands(
         let Some(command) = CommandIdentity::of(source) else {
             continue;
         };
-        let previous = store.approved_command(&source.name)?;
+        let previous = store.store().approved_command(&source.name)?;
         if previous.as_deref() == Some(command.fingerprint().as_str()) {
             continue;
         }
@@ -345,7 +345,9 @@ fn review_commands(
             }
         };
         if yes {
-            store.pin_command(&source.name, &command.fingerprint(), &reviewer)?;
+            store
+                .reviews()
+                .pin_command(&source.name, &command.fingerprint(), &reviewer)?;
             println!("approved: {} may run it\n", source.name);
         } else {
             println!("not approved: {} will not start\n", source.name);

@@ -2,7 +2,8 @@
 //! ([`now_ms`]), random bytes and ids from the OS ([`random`]), text cut
 //! to a size at a character boundary ([`text`]), and did-you-mean
 //! suggestions ([`closest`]), the secret names airlock reserves
-//! ([`is_reserved_secret_name`]).
+//! ([`is_reserved_secret_name`]), and the rule for tenant names
+//! ([`is_tenant_name`]).
 
 pub mod random;
 pub mod text;
@@ -17,6 +18,16 @@ pub const LOGIN_COMMAND: &str = "airlock auth login";
 pub fn is_reserved_secret_name(name: &str) -> bool {
     name.get(..6)
         .is_some_and(|p| p.eq_ignore_ascii_case("oauth_"))
+}
+
+/// Whether `tenant` is a tenant's name as a team store keeps it: 1 to 64
+/// letters, digits, `-`, `_` or `.` (it is compared, logged and named in
+/// messages, and the config and the store both hold to this one rule).
+pub fn is_tenant_name(tenant: &str) -> bool {
+    (1..=64).contains(&tenant.len())
+        && tenant
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).

@@ -234,10 +234,7 @@ fn check_reference(value: &str) -> Result<(), (String, String)> {
             .collect()
     };
     for n in names {
-        let ok = (1..=64).contains(&n.len())
-            && n.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !ok {
+        if !is_secret_name(n) {
             return Err((
                 format!("`{n}` is not a secret name"),
                 "write secret:NAME or ${secret:NAME} with letters, digits, '_' and '-'".into(),
@@ -251,6 +248,14 @@ fn check_reference(value: &str) -> Result<(), (String, String)> {
         }
     }
     Ok(())
+}
+
+/// A stored secret's name: 1 to 64 letters, digits, `_` and `-`.
+pub(crate) fn is_secret_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 #[cfg(test)]

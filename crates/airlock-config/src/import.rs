@@ -360,6 +360,7 @@ fn parse_client_json_for(
             sources,
             rules: Vec::new(),
             managed_rules: Vec::new(),
+            store: Default::default(),
         },
         client,
         renamed,

@@ -18,6 +18,7 @@ mod model;
 mod names;
 mod raw;
 mod rules;
+mod store;
 mod syntax;
 
 pub use rules::{compile_glob, compile_regex};
@@ -32,6 +33,7 @@ pub use model::{
     Sessions, SourceConfig, Transport,
 };
 pub use names::{SOURCE_NAME_RULE, validate_source_name};
+pub use store::{DEFAULT_TENANT, PostgresSettings, StoreSettings, check_tenant, check_url};
 
 use std::path::Path;
 

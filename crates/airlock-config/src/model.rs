@@ -8,6 +8,8 @@ pub struct Config {
     /// The file it came from (for messages); `None` for the built-in default.
     pub origin: Option<PathBuf>,
     pub hub: HubSettings,
+    /// Where the hub keeps its state (`[store]`).
+    pub store: crate::store::StoreSettings,
     /// Sorted by name; names are unique ignoring case.
     pub sources: Vec<SourceConfig>,
     /// The user's rules, in file order.
@@ -397,6 +399,7 @@ impl Config {
             }],
             rules: Vec::new(),
             managed_rules: Vec::new(),
+            store: Default::default(),
         }
     }
 

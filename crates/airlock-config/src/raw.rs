@@ -20,6 +20,7 @@ use crate::syntax::toml_error;
 #[serde(deny_unknown_fields)]
 struct RawFile {
     hub: Option<RawHub>,
+    store: Option<crate::store::RawStore>,
     #[serde(default)]
     sources: BTreeMap<Spanned<String>, Spanned<RawSource>>,
     #[serde(default)]
@@ -110,6 +111,10 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
         Some(h) => parse_hub(path, text, h)?,
         None => HubSettings::default(),
     };
+    let store = match raw.store {
+        Some(s) => crate::store::parse(path, text, s)?,
+        None => Default::default(),
+    };
     let sources = raw
         .sources
         .into_iter()
@@ -123,6 +128,7 @@ pub(crate) fn parse_toml(path: &Path, text: &str) -> Result<Config, ConfigError>
         sources: sources.into_iter().map(|(_, s)| s).collect(),
         rules,
         managed_rules: Vec::new(),
+        store,
     })
 }
 

@@ -4,164 +4,105 @@
 //! `approved` or `denied`. It is a crate of its own so the line can be held
 //! by the crate graph: the hub's MCP-facing code (`airlock-gateway`) does
 //! not depend on it, and a test over `cargo metadata` fails if it ever
-//! does. The human channels (the CLI today) call [`record_decision`].
+//! does. The human channels call [`record_decision`].
 //!
 //! The update is conditional on the row's id, its principal, its state and
 //! its expiry, so the database picks one winner among a click, a second
-//! click, and the clock.
+//! click, the clock, and (with a team's PostgreSQL store) a person deciding
+//! on another replica at the same moment. With PostgreSQL the decision
+//! also announces the approval's id to every replica of the tenant, so the
+//! waiting call wakes wherever it waits.
 
-use std::path::Path;
+mod postgres;
+mod sqlite;
 
-use airlock_common::now_ms;
-use rusqlite::{Connection, OptionalExtension, params};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use airlock_store::PgStore;
 
 pub use airlock_store::ledger::{Choice, LedgerState, Recorded};
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot record the decision: {0}")]
-pub struct DecisionError(#[from] rusqlite::Error);
+pub enum DecisionError {
+    #[error("cannot record the decision: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot record the decision: {0}")]
+    Store(#[from] airlock_store::StoreError),
+}
 
-/// "Always allow" on a tool whose contract nobody reviewed (or that changed
-/// since) is the person's review of the contract the call asked under: the
-/// standing rule is pinned to it, so without this it would never apply.
-/// Pinned only if the catalog still holds that exact contract.
-fn pin_as_reviewed(
-    tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    now: i64,
-    principal: &str,
-    channel: &str,
-) -> Result<(), DecisionError> {
-    let asked: Option<(String, String, String)> = tx
-        .query_row(
-            "SELECT source, upstream, contract_digest FROM approvals WHERE id = ?1",
-            params![id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let Some((source, upstream, digest)) = asked.filter(|(_, _, d)| !d.is_empty()) else {
-        return Ok(());
-    };
-    let definition: Option<String> = tx
-        .query_row(
-            "SELECT definition FROM catalog WHERE source = ?1 AND kind = 'tool' AND name = ?2",
-            params![source, upstream],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let Some(definition) = definition else {
-        return Ok(());
-    };
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(&definition) else {
-        return Ok(());
-    };
-    if airlock_policy::contract::digest(&value) != digest {
-        return Ok(());
-    }
-    tx.execute(
-        "INSERT INTO contracts (source, tool, digest, definition, reviewed_at_ms, reviewer)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT(source, tool) DO UPDATE SET digest = excluded.digest,
-             definition = excluded.definition, reviewed_at_ms = excluded.reviewed_at_ms,
-             reviewer = excluded.reviewer
-         WHERE contracts.digest != excluded.digest",
-        params![
-            source,
-            upstream,
-            digest,
-            definition,
-            now,
-            format!("{principal} (always allow, via {channel})")
-        ],
-    )?;
-    tx.execute(
-        "UPDATE meta SET value = value + 1 WHERE key = 'contracts_generation'",
-        [],
-    )?;
-    Ok(())
+/// Where the ledger is.
+#[derive(Clone)]
+pub enum Ledger {
+    /// The embedded store's file.
+    Sqlite(PathBuf),
+    /// A team's database, as this hub's tenant.
+    Postgres(Arc<PgStore>),
 }
 
 /// Records `choice` for approval `id`, as `principal`, through `channel`.
 pub fn record_decision(
-    database: &Path,
+    ledger: &Ledger,
     id: &str,
     principal: &str,
     choice: Choice,
     channel: &str,
 ) -> Result<Recorded, DecisionError> {
-    let mut conn = Connection::open(database)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    let now = now_ms();
-    // The decision and, for 'always', its standing rule commit together.
-    let tx = conn.transaction()?;
-    let n = tx.execute(
-        "UPDATE approvals SET state = ?1, decided_at_ms = ?2, decided_by = ?3, channel = ?4, choice = ?6
-         WHERE id = ?5 AND principal = ?3 AND state = ?7 AND expires_at_ms > ?2",
-        params![
-            choice.state().as_str(),
-            now,
-            principal,
-            channel,
-            id,
-            choice.as_str(),
-            LedgerState::Pending.as_str()
-        ],
-    )?;
-    if n == 1 {
-        if choice == Choice::AllowAlways {
-            tx.execute(
-                "INSERT INTO standing_rules (tool, connection, digest, created_at_ms, created_by, approval)
-                 SELECT tool, connection, contract_digest, ?2, ?3, id FROM approvals
-                 WHERE id = ?1 AND contract_digest != ''",
-                params![id, now, principal],
-            )?;
-            // Not from an answer in the client: the client relays that
-            // answer, and a client could give it without the person; a
-            // review must come from a channel airlock itself shows.
-            if channel != "prompt" {
-                pin_as_reviewed(&tx, id, now, principal, channel)?;
-            }
-        }
-        tx.commit()?;
-        return Ok(match choice {
-            Choice::AllowOnce | Choice::AllowForRun | Choice::AllowAlways => Recorded::Approved,
-            Choice::Deny => Recorded::Denied,
-        });
+    match ledger {
+        Ledger::Sqlite(path) => sqlite::record_decision(path, id, principal, choice, channel),
+        Ledger::Postgres(pg) => postgres::record_decision(pg, id, principal, choice, channel),
     }
-    tx.commit()?;
-    let row: Option<(String, String, i64)> = conn
-        .query_row(
-            "SELECT state, principal, expires_at_ms FROM approvals WHERE id = ?1",
-            params![id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let row = row.map(|(state, owner, expires)| (LedgerState::parse(&state), owner, expires));
-    Ok(match row {
-        Some((_, owner, _)) if owner != principal => Recorded::NotFound,
-        Some((Some(LedgerState::Expired), _, _)) => Recorded::Expired,
-        Some((Some(LedgerState::Pending), _, expires)) if expires <= now => {
-            // Past its time but not yet retired: retire it, and say so.
-            conn.execute(
-                "UPDATE approvals SET state = ?2, detail = 'no decision in time'
-                 WHERE id = ?1 AND state = ?3",
-                params![
-                    id,
-                    LedgerState::Expired.as_str(),
-                    LedgerState::Pending.as_str()
-                ],
-            )?;
-            Recorded::Expired
-        }
-        _ => Recorded::NotFound,
-    })
 }
 
 /// Revokes the standing rule `id` ("always allow"); `false` if there is
 /// none. Narrowing needs no decision of its own, but it lives beside the
 /// code that creates these rules.
-pub fn revoke_standing_rule(database: &Path, id: i64) -> Result<bool, DecisionError> {
-    let conn = Connection::open(database)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    Ok(conn.execute("DELETE FROM standing_rules WHERE id = ?1", params![id])? == 1)
+pub fn revoke_standing_rule(ledger: &Ledger, id: i64) -> Result<bool, DecisionError> {
+    match ledger {
+        Ledger::Sqlite(path) => sqlite::revoke_standing_rule(path, id),
+        Ledger::Postgres(pg) => postgres::revoke_standing_rule(pg, id),
+    }
+}
+
+/// The definition "always allow" pins as reviewed: the catalog's current
+/// one, only if it still has the digest the call asked under.
+fn reviewable(definition: &str, digest: &str) -> Option<serde_json::Value> {
+    let value = serde_json::from_str::<serde_json::Value>(definition).ok()?;
+    (airlock_policy::contract::digest(&value) == digest).then_some(value)
+}
+
+/// Who pinned a contract by choosing "always allow".
+fn always_reviewer(principal: &str, channel: &str) -> String {
+    format!("{principal} (always allow, via {channel})")
+}
+
+/// "Always allow" pins its contract as reviewed only from a channel
+/// airlock itself shows: the prompt's answer is relayed by the client,
+/// which could give it without the person.
+fn pins_review(choice: Choice, channel: &str) -> bool {
+    choice == Choice::AllowAlways && channel != "prompt"
+}
+
+/// What recording a choice did.
+fn recorded(choice: Choice) -> Recorded {
+    match choice {
+        Choice::AllowOnce | Choice::AllowForRun | Choice::AllowAlways => Recorded::Approved,
+        Choice::Deny => Recorded::Denied,
+    }
+}
+
+/// Why a decision found nothing to decide, from the row as it is now
+/// (state, owner, expiry); `Err(())` when the row is pending past its
+/// time and must be retired as expired.
+fn not_decided(
+    row: Option<(Option<LedgerState>, String, i64)>,
+    principal: &str,
+    now: i64,
+) -> Result<Recorded, ()> {
+    match row {
+        Some((_, owner, _)) if owner != principal => Ok(Recorded::NotFound),
+        Some((Some(LedgerState::Expired), _, _)) => Ok(Recorded::Expired),
+        Some((Some(LedgerState::Pending), _, expires)) if expires <= now => Err(()),
+        _ => Ok(Recorded::NotFound),
+    }
 }

@@ -1,8 +1,12 @@
-//! The ledger's races and edges, against a real store file.
+//! The ledger's races and edges, against both backends: a real store
+//! file, and a real PostgreSQL server (one per test process, a database
+//! per test, the hub's role held by row-level security).
 
-use airlock_decision::{Choice, LedgerState, Recorded, record_decision};
+use std::sync::Arc;
+
+use airlock_decision::{Choice, Ledger, LedgerState, Recorded, record_decision};
 use airlock_store::ledger::{Expiry, FrozenCall, Waited};
-use airlock_store::{SqliteStore, Store};
+use airlock_store::{PgStore, PgTarget, SqliteStore, Store};
 
 fn call(principal: &str) -> FrozenCall {
     FrozenCall {
@@ -20,28 +24,80 @@ fn call(principal: &str) -> FrozenCall {
     }
 }
 
-fn setup() -> (tempfile::TempDir, std::sync::Arc<SqliteStore>) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open_in(dir.path()).unwrap();
-    (dir, store)
+/// One backend under test.
+struct Under {
+    store: Arc<dyn Store>,
+    ledger: Ledger,
+    _dir: Option<tempfile::TempDir>,
 }
 
-#[test]
-fn approval_is_single_use() {
-    let (_d, store) = setup();
+impl Under {
+    fn decide(&self, id: &str, principal: &str, choice: Choice) -> Recorded {
+        record_decision(&self.ledger, id, principal, choice, "cli").unwrap()
+    }
+}
+
+fn sqlite() -> Under {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_in(dir.path()).unwrap();
+    Under {
+        ledger: Ledger::Sqlite(store.path().to_path_buf()),
+        store,
+        _dir: Some(dir),
+    }
+}
+
+fn pg_tenant(db: &airlock_pgtest::Database, tenant: &str) -> Arc<PgStore> {
+    PgStore::open(PgTarget {
+        url: db.hub_url(),
+        password: None,
+        tenant: tenant.into(),
+    })
+    .unwrap()
+}
+
+fn postgres() -> Under {
+    let db = airlock_pgtest::Server::shared().database();
+    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+    let pg = pg_tenant(&db, "team-a");
+    Under {
+        ledger: Ledger::Postgres(pg.clone()),
+        store: pg,
+        _dir: None,
+    }
+}
+
+/// Each test, once per backend.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name(super::sqlite()) } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { super::$name(super::postgres()) } )*
+        }
+    };
+}
+
+on_both!(
+    approval_is_single_use,
+    other_principal_cannot_decide,
+    late_decision_is_expired,
+    decision_at_expiry_has_one_winner,
+    two_people_deciding_at_once_have_one_winner,
+    executing_at_crash_is_never_rerun,
+    terminal_rows_lose_their_arguments_after_retention,
+);
+
+fn approval_is_single_use(u: Under) {
+    let store = &u.store;
     let p = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
     let id = p.id().to_string();
-    assert_eq!(
-        record_decision(store.path(), &id, "me", Choice::AllowOnce, "cli").unwrap(),
-        Recorded::Approved
-    );
+    assert_eq!(u.decide(&id, "me", Choice::AllowOnce), Recorded::Approved);
     // A second click, or a replay, finds nothing to decide.
-    assert_eq!(
-        record_decision(store.path(), &id, "me", Choice::AllowOnce, "cli").unwrap(),
-        Recorded::NotFound
-    );
+    assert_eq!(u.decide(&id, "me", Choice::AllowOnce), Recorded::NotFound);
     // Two waiters (two hubs on one store) both see it approved...
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!("not approved")
@@ -56,44 +112,38 @@ fn approval_is_single_use() {
     assert!(matches!(store.ledger_waited(&id).unwrap(), Waited::Missing));
 }
 
-#[test]
-fn other_principal_cannot_decide() {
-    let (_d, store) = setup();
+fn other_principal_cannot_decide(u: Under) {
+    let store = &u.store;
     let p = store
         .ledger_create(&call("alice"), 60_000, 86_400_000)
         .unwrap();
     assert_eq!(
-        record_decision(store.path(), p.id(), "mallory", Choice::AllowOnce, "cli").unwrap(),
+        u.decide(p.id(), "mallory", Choice::AllowOnce),
         Recorded::NotFound
     );
     assert!(matches!(store.ledger_look(p).unwrap(), Waited::Pending(_)));
 }
 
-#[test]
-fn late_decision_is_expired() {
-    let (_d, store) = setup();
+fn late_decision_is_expired(u: Under) {
+    let store = &u.store;
     let p = store.ledger_create(&call("me"), 0, 86_400_000).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
-    assert_eq!(
-        record_decision(store.path(), p.id(), "me", Choice::AllowOnce, "cli").unwrap(),
-        Recorded::Expired
-    );
+    assert_eq!(u.decide(p.id(), "me", Choice::AllowOnce), Recorded::Expired);
     assert!(matches!(store.ledger_look(p).unwrap(), Waited::Expired));
 }
 
-#[test]
-fn decision_at_expiry_has_one_winner() {
+fn decision_at_expiry_has_one_winner(u: Under) {
     // The clock and the person race for many rows; every row ends in
     // exactly one of the two outcomes, and both sides agree which.
-    let (_d, store) = setup();
+    let store = &u.store;
     for _ in 0..50 {
         let p = store
             .ledger_create(&call("me"), 60_000, 86_400_000)
             .unwrap();
         let id = p.id().to_string();
-        let path = store.path().to_path_buf();
+        let ledger = u.ledger.clone();
         let person = std::thread::spawn(move || {
-            record_decision(&path, &id, "me", Choice::AllowOnce, "cli").unwrap()
+            record_decision(&ledger, &id, "me", Choice::AllowOnce, "cli").unwrap()
         });
         let clock = store.ledger_expire(p).unwrap();
         let person = person.join().unwrap();
@@ -105,13 +155,39 @@ fn decision_at_expiry_has_one_winner() {
     }
 }
 
-#[test]
-fn executing_at_crash_is_never_rerun() {
-    let (_d, store) = setup();
+fn two_people_deciding_at_once_have_one_winner(u: Under) {
+    // Two channels (or, with PostgreSQL, two replicas) decide the same
+    // approval at the same moment: exactly one decision is recorded.
+    for _ in 0..20 {
+        let p = u
+            .store
+            .ledger_create(&call("me"), 60_000, 86_400_000)
+            .unwrap();
+        let deciders: Vec<_> = [Choice::AllowOnce, Choice::Deny]
+            .into_iter()
+            .map(|choice| {
+                let (ledger, id) = (u.ledger.clone(), p.id().to_string());
+                std::thread::spawn(move || {
+                    record_decision(&ledger, &id, "me", choice, "cli").unwrap()
+                })
+            })
+            .collect();
+        let results: Vec<Recorded> = deciders.into_iter().map(|d| d.join().unwrap()).collect();
+        let won = results
+            .iter()
+            .filter(|r| matches!(r, Recorded::Approved | Recorded::Denied))
+            .count();
+        assert_eq!(won, 1, "{results:?}");
+        assert!(results.contains(&Recorded::NotFound), "{results:?}");
+    }
+}
+
+fn executing_at_crash_is_never_rerun(u: Under) {
+    let store = &u.store;
     let p = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
-    record_decision(store.path(), p.id(), "me", Choice::AllowOnce, "cli").unwrap();
+    u.decide(p.id(), "me", Choice::AllowOnce);
     let Waited::Approved(a) = store.ledger_look(p).unwrap() else {
         panic!()
     };
@@ -138,13 +214,12 @@ fn executing_at_crash_is_never_rerun() {
     ));
 }
 
-#[test]
-fn terminal_rows_lose_their_arguments_after_retention() {
-    let (_d, store) = setup();
+fn terminal_rows_lose_their_arguments_after_retention(u: Under) {
+    let store = &u.store;
     let p = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
-    record_decision(store.path(), p.id(), "me", Choice::Deny, "cli").unwrap();
+    u.decide(p.id(), "me", Choice::Deny);
     let live = store
         .ledger_create(&call("me"), 60_000, 86_400_000)
         .unwrap();
@@ -160,4 +235,88 @@ fn terminal_rows_lose_their_arguments_after_retention() {
     assert_eq!(denied.call.args_digest, "sha256:00");
     let pending = rows.iter().find(|r| r.id == live.id()).unwrap();
     assert!(!pending.call.arguments.is_empty());
+}
+
+#[test]
+fn another_tenant_can_neither_see_nor_decide_an_approval() {
+    let db = airlock_pgtest::Server::shared().database();
+    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+    let (a, b) = (pg_tenant(&db, "team-a"), pg_tenant(&db, "team-b"));
+    let p = a.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
+    let id = p.id().to_string();
+    // Same principal name, other tenant: nothing there.
+    assert!(b.ledger_list(true).unwrap().is_empty());
+    assert!(b.ledger_row(&id).unwrap().is_none());
+    assert!(matches!(b.ledger_waited(&id).unwrap(), Waited::Missing));
+    assert_eq!(
+        record_decision(
+            &Ledger::Postgres(b.clone()),
+            &id,
+            "me",
+            Choice::AllowOnce,
+            "cli"
+        )
+        .unwrap(),
+        Recorded::NotFound
+    );
+    assert!(matches!(a.ledger_look(p).unwrap(), Waited::Pending(_)));
+    // Recovery on B's replicas never touches A's rows.
+    assert_eq!(b.ledger_recover(&[]).unwrap(), (0, 0));
+    assert_eq!(a.ledger_list(false).unwrap().len(), 1);
+}
+
+#[test]
+fn a_decision_is_announced_to_every_replica_of_the_tenant_only() {
+    let db = airlock_pgtest::Server::shared().database();
+    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+    let waiting = pg_tenant(&db, "team-a");
+    let deciding = pg_tenant(&db, "team-a");
+    let other = pg_tenant(&db, "team-b");
+    let (listening, heard) = std::sync::mpsc::channel::<String>();
+    let (other_tx, other_heard) = std::sync::mpsc::channel::<String>();
+    let (up_tx, up) = std::sync::mpsc::channel::<()>();
+    waiting
+        .listen(
+            move |id| {
+                let _ = listening.send(id.to_string());
+            },
+            move || {
+                let _ = up_tx.send(());
+            },
+        )
+        .unwrap();
+    other
+        .listen(
+            move |id| {
+                let _ = other_tx.send(id.to_string());
+            },
+            || {},
+        )
+        .unwrap();
+    let wait = std::time::Duration::from_secs(10);
+    up.recv_timeout(wait).expect("the waiting replica listens");
+    let p = waiting
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
+    let id = p.id().to_string();
+    let deciding = Ledger::Postgres(deciding);
+    assert_eq!(
+        record_decision(&deciding, &id, "me", Choice::AllowOnce, "cli").unwrap(),
+        Recorded::Approved
+    );
+    assert_eq!(
+        heard.recv_timeout(wait).unwrap(),
+        id,
+        "only the id is announced"
+    );
+    assert!(matches!(
+        waiting.ledger_look(p).unwrap(),
+        Waited::Approved(_)
+    ));
+    assert!(
+        other_heard
+            .recv_timeout(std::time::Duration::from_millis(300))
+            .is_err(),
+        "another tenant's replica heard the decision"
+    );
 }

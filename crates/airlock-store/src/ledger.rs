@@ -304,6 +304,38 @@ pub enum Recorded {
     NotFound,
 }
 
+/// A new approval's id: 128 random bits.
+pub(crate) fn new_id() -> String {
+    airlock_common::random::hex::<16>()
+}
+
+/// What a waiting call learns from its row as read.
+pub(crate) fn waited(row: Option<ApprovalRow>) -> Waited {
+    match row {
+        None => Waited::Missing,
+        Some(r) => match (r.state, r.choice) {
+            (LedgerState::Pending, _) => Waited::Pending(Pending {
+                id: r.id,
+                expires_at_ms: r.expires_at_ms,
+            }),
+            (LedgerState::Approved, Some(choice)) if choice != Choice::Deny => {
+                Waited::Approved(Box::new(Approved {
+                    id: r.id,
+                    call: r.call,
+                    choice,
+                    channel: r.channel.unwrap_or_default(),
+                }))
+            }
+            (LedgerState::Denied, _) => Waited::Denied {
+                by: r.decided_by.unwrap_or_default(),
+                channel: r.channel.unwrap_or_default(),
+            },
+            (LedgerState::Expired, _) => Waited::Expired,
+            _ => Waited::Missing,
+        },
+    }
+}
+
 /// The most of a call's arguments any channel shows a person.
 pub const ARGS_SHOWN: usize = 4096;
 

@@ -5,17 +5,21 @@
 //! each source's last known status, the contracts a person reviewed, and
 //! the approval ledger, the standing rules people created, the commands
 //! they approved, the hash-chained audit log of every decision and
-//! outcome, and code mode's runs with their journals. The one backend today is embedded SQLite ([`SqliteStore`]) in
-//! the user's data directory.
+//! outcome, and code mode's runs with their journals. The local backend is embedded SQLite ([`SqliteStore`]) in
+//! the user's data directory; a team's replicas share PostgreSQL
+//! ([`PgStore`]), one tenant per hub.
 //!
 //! This crate knows nothing about MCP beyond storing definitions as JSON.
 
 use airlock_common::now_ms;
 
+mod audit_chain;
 pub mod ledger;
+pub mod postgres;
 pub mod runs;
 mod sqlite;
 
+pub use postgres::{PgStore, PgTarget};
 pub use sqlite::SqliteStore;
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +28,14 @@ use serde::{Deserialize, Serialize};
 pub enum StoreError {
     #[error("store database error: {0}")]
     Database(#[from] rusqlite::Error),
+    #[error("PostgreSQL store error: {}", postgres_error(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// The store cannot be used as configured (a schema it does not know,
+    /// a role row-level security does not hold, a bad setting).
+    #[error("{0}")]
+    Refused(String),
     #[error("cannot create the data directory {path}: {source}")]
     DataDir {
         path: String,
@@ -44,6 +56,15 @@ pub enum StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// A PostgreSQL error with the server's own message when there is one
+/// (tokio-postgres alone says only "db error").
+fn postgres_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
 
 /// What kind of definition a catalog entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

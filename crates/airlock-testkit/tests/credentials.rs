@@ -200,7 +200,7 @@ tool = "web__read"
     let desk = {
         let hub = hub.clone();
         Desk::new(
-            database,
+            airlock_channels::desk::Ledger::Sqlite(database),
             hub.principal().to_string(),
             Box::new(move |id| hub.wake_approval(id)),
         )

@@ -28,6 +28,9 @@ fn only_the_review_command_pins_contracts() {
         root.join("crates/airlock-cli/src/tools.rs"),
         root.join("crates/airlock-store/src/lib.rs"),
         root.join("crates/airlock-store/src/sqlite/mod.rs"),
+        root.join("crates/airlock-store/src/postgres/mod.rs"),
+        // The store's own suite, for both backends.
+        root.join("crates/airlock-store/tests/backends.rs"),
         // Runs the hub in process and stands in for the person who
         // reviews the source's endpoint.
         root.join("crates/airlock-testkit/tests/credentials.rs"),
@@ -50,15 +53,19 @@ fn only_the_review_command_pins_contracts() {
     );
     let writers = [
         root.join("crates/airlock-store/src/sqlite/mod.rs"),
-        root.join("crates/airlock-decision/src/lib.rs"),
+        root.join("crates/airlock-store/src/postgres/mod.rs"),
+        root.join("crates/airlock-decision/src/sqlite.rs"),
+        root.join("crates/airlock-decision/src/postgres.rs"),
     ];
     let sql_writers: Vec<_> = files
         .iter()
         .filter(|f| !writers.contains(f))
         .filter(|f| {
             let text = std::fs::read_to_string(f).unwrap().to_lowercase();
-            text.contains(concat!("insert into ", "contracts"))
-                || text.contains(concat!("update ", "contracts"))
+            ["", "airlock."].iter().any(|schema| {
+                text.contains(&format!("insert into {schema}{}", "contracts"))
+                    || text.contains(&format!("update {schema}{}", "contracts"))
+            })
         })
         .collect();
     assert!(

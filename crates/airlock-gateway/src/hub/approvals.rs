@@ -103,6 +103,19 @@ impl Approvals {
         }
     }
 
+    /// Wakes every waiting call; each reads the ledger to learn where its
+    /// row stands.
+    pub fn wake_all(&self) {
+        for n in self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            n.notify_one();
+        }
+    }
+
     /// Attaches the human channels beyond the CLI (once; later calls are
     /// ignored).
     pub fn attach_channels(&self, channels: Arc<dyn HumanChannels>) {

@@ -243,6 +243,13 @@ impl Hub {
         self.approvals.wake(id);
     }
 
+    /// Every call waiting for a person re-reads its row: after a gap in
+    /// the announcements of decisions (a team store's listener that lost
+    /// its connection), so none misses one.
+    pub fn wake_all_approvals(&self) {
+        self.approvals.wake_all();
+    }
+
     /// Replaces the rules, trust flags and connections with those of a
     /// freshly loaded config. Sources themselves change only on restart;
     /// the returned notes say what was not applied.

@@ -7,6 +7,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, 
 
 use crate::ledger::{
     ApprovalRow, Approved, Choice, Executing, Expiry, FrozenCall, LedgerState, Pending, Waited,
+    waited,
 };
 use crate::{Result, now_ms};
 
@@ -70,7 +71,7 @@ pub(super) fn create(
     ) {
         tracing::warn!(error = %e, "approval retention sweep failed");
     }
-    let id = new_id();
+    let id = crate::ledger::new_id();
     let expires = now + ttl_ms;
     conn.execute(
         "INSERT INTO approvals (id, state, principal, session, source, connection, tool, upstream,
@@ -99,10 +100,6 @@ pub(super) fn create(
         id,
         expires_at_ms: expires,
     })
-}
-
-fn new_id() -> String {
-    airlock_common::random::hex::<16>()
 }
 
 /// The columns [`read_row`] reads, in its order.
@@ -141,32 +138,6 @@ pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
         detail: r.get(16)?,
         choice: choice_of(r.get(17)?),
     })
-}
-
-fn waited(row: Option<ApprovalRow>) -> Waited {
-    match row {
-        None => Waited::Missing,
-        Some(r) => match (r.state, r.choice) {
-            (LedgerState::Pending, _) => Waited::Pending(Pending {
-                id: r.id,
-                expires_at_ms: r.expires_at_ms,
-            }),
-            (LedgerState::Approved, Some(choice)) if choice != Choice::Deny => {
-                Waited::Approved(Box::new(Approved {
-                    id: r.id,
-                    call: r.call,
-                    choice,
-                    channel: r.channel.unwrap_or_default(),
-                }))
-            }
-            (LedgerState::Denied, _) => Waited::Denied {
-                by: r.decided_by.unwrap_or_default(),
-                channel: r.channel.unwrap_or_default(),
-            },
-            (LedgerState::Expired, _) => Waited::Expired,
-            _ => Waited::Missing,
-        },
-    }
 }
 
 pub(super) fn look(conn: &Connection, id: &str) -> Result<Waited> {

@@ -23,8 +23,8 @@ use std::time::Duration;
 use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use sha2::{Digest, Sha256};
 
+use crate::audit_chain::{check_record, hash as chain_hash, kind_str};
 use crate::{
     AuditCheck, AuditFilter, AuditKind, AuditRecord, CatalogEntry, CatalogKind, PinnedContract,
     Result, Reviews, SourceStatus, Store, StoreError, StoredAudit, now_ms,
@@ -249,23 +249,6 @@ fn writer_loop(chain: Arc<Mutex<Chain>>, rx: mpsc::Receiver<WriterMsg>) {
                 let _ = done.send(());
             }
         }
-    }
-}
-
-/// `sha256:` over the previous hash and this record's JSON text.
-fn chain_hash(prev: &str, record: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(prev.as_bytes());
-    h.update(b"\n");
-    h.update(record.as_bytes());
-    format!("sha256:{}", hex::encode(h.finalize()))
-}
-
-fn kind_str(kind: AuditKind) -> &'static str {
-    match kind {
-        AuditKind::Decision => "decision",
-        AuditKind::Outcome => "outcome",
-        AuditKind::Gap => "gap",
     }
 }
 
@@ -607,22 +590,6 @@ impl Store for SqliteStore {
             let text: String = row.get(1)?;
             let prev: String = row.get(2)?;
             let hash: String = row.get(3)?;
-            let broken = |why: String| Ok(AuditCheck::Broken { seq, why });
-            if prev != head {
-                return broken(if count == 0 {
-                    "the first record does not start the chain: records before it were deleted"
-                        .into()
-                } else {
-                    "it does not follow the record before it: a record was deleted or reordered"
-                        .into()
-                });
-            }
-            if chain_hash(&prev, &text) != hash {
-                return broken("its content does not match its hash: the record was edited".into());
-            }
-            let Ok(record) = serde_json::from_str::<AuditRecord>(&text) else {
-                return broken("its content is not a valid record".into());
-            };
             let columns = (
                 row.get::<_, String>(4)?,
                 row.get::<_, String>(5)?,
@@ -630,20 +597,8 @@ impl Store for SqliteStore {
                 row.get::<_, String>(7)?,
                 row.get::<_, i64>(8)?,
             );
-            let expected = (
-                kind_str(record.kind).to_string(),
-                record.tool.clone(),
-                record.source.clone(),
-                record.decision.clone(),
-                record.at_ms,
-            );
-            if columns != expected {
-                return broken(
-                    "its indexed columns disagree with its content: the record was edited".into(),
-                );
-            }
-            if record.kind == AuditKind::Gap {
-                return broken(format!("records are missing: {}", record.reason));
+            if let Err(why) = check_record(&head, count, &text, &prev, &hash, columns) {
+                return Ok(AuditCheck::Broken { seq, why });
             }
             head = hash;
             count += 1;
