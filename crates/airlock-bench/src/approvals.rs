@@ -59,7 +59,7 @@ async fn wait_pending(store: &SqliteStore, n: usize) -> anyhow::Result<Vec<Strin
 }
 
 /// CPU ticks (user + system) of a process, from /proc.
-fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = after.split_whitespace().collect();

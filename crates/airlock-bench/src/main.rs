@@ -17,6 +17,7 @@ mod policy;
 mod scrub;
 mod sessions;
 mod startup;
+mod team;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -455,12 +456,20 @@ async fn main() -> anyhow::Result<()> {
                 println!("{}", oauth::render(&oauth::run(dir.path(), 2000).await?));
                 return Ok(());
             }
+            "--only" if args[i + 1] == "team" => {
+                let dir = tempfile::tempdir()?;
+                println!(
+                    "{}",
+                    team::render(&team::run(dir.path(), 2000, 50, 10_000).await?)
+                );
+                return Ok(());
+            }
             "--only" if args[i + 1] == "policy" => {
                 report_policy(&policy::run());
                 return Ok(());
             }
             other => anyhow::bail!(
-                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|code|confine|policy|approvals|keepalive|sessions|startup"
+                "unknown argument {other}; use --calls N, --proxies DIR, --before AIRLOCK_BINARY, --only stdio|scrub|messages|egress|oauth|code|confine|policy|approvals|team|keepalive|sessions|startup"
             ),
         }
         i += 2;

@@ -1,6 +1,7 @@
 //! `airlock`: the command a person runs. Thin glue over the library crates;
 //! each subcommand lives in its own module.
 
+mod admin;
 mod approvals;
 mod audit;
 mod auth;
@@ -63,6 +64,10 @@ enum Command {
         /// config allows otherwise), e.g. 127.0.0.1:7330.
         #[arg(long)]
         http: Option<SocketAddr>,
+        /// Serve Prometheus metrics at /metrics on this address (loopback
+        /// only unless the config allows otherwise), e.g. 127.0.0.1:9464.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// Convert a client's mcpServers JSON to airlock TOML and print the
     /// snippet that points the client at airlock instead.
@@ -321,7 +326,11 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
-        Command::Serve { config, http } => serve::run(config, http),
+        Command::Serve {
+            config,
+            http,
+            metrics,
+        } => serve::run(config, http, metrics),
         Command::Import { file, out, project } => {
             import::run(&file, out.as_deref(), project.as_deref())
         }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use airlock_config::{Action, Config, Layer, SourceConfig};
 use airlock_policy::{RuleMatcher, ToolFacts, contract};
-use airlock_store::{CatalogEntry, CatalogKind, SqliteStore, Store};
+use airlock_store::{CatalogEntry, CatalogKind};
 use serde_json::Value;
 
 use crate::home;
@@ -42,8 +42,9 @@ pub fn check(config: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     }
     // What the rules can be checked against: the sources in the config and
     // the tools a running hub (or a review) last stored for them.
-    let catalog = SqliteStore::open_in(&home::data_dir()?)
-        .and_then(|store| store.catalog(None))
+    let catalog = crate::store::open(&config.store)
+        .ok()
+        .and_then(|backend| backend.store().catalog(None).ok())
         .unwrap_or_default();
     let known = Known::new(&config, &catalog);
     let mut failed = false;
@@ -220,7 +221,7 @@ pub fn explain(
     let args: Option<Value> = args
         .map(|a| serde_json::from_str(a).map_err(|e| anyhow::anyhow!("--args is not JSON: {e}")))
         .transpose()?;
-    let store = SqliteStore::open_in(&home::data_dir()?)?;
+    let store = crate::store::open(&config.store)?.store();
     // The tool as last seen by a running hub (or a review).
     let entries = store.catalog(None)?;
     let found = config.sources.iter().find_map(|s| {

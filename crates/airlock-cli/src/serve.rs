@@ -12,7 +12,11 @@ use airlock_store::Store;
 
 use crate::home;
 
-pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<ExitCode> {
+pub fn run(
+    config: Option<PathBuf>,
+    http: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
+) -> anyhow::Result<ExitCode> {
     // stdout belongs to the MCP client on stdio; every log goes to stderr.
     // The SDK's own chatter (rmcp logs its message structs at info) only
     // when asked for with AIRLOCK_LOG.
@@ -27,7 +31,17 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
     let (config, origin) = home::load_config(config_path.as_deref())?;
     let data_dir = home::data_dir()?;
     let backend = crate::store::open(&config.store)?;
-    let store: Arc<dyn Store> = backend.store();
+    // With metrics, the hub's store is measured: every audit record it
+    // writes is counted, every operation timed.
+    let metrics = metrics_addr.map(|_| {
+        Arc::new(airlock_metrics::Metrics::new(
+            config.sources.iter().map(|s| s.name.clone()),
+        ))
+    });
+    let store: Arc<dyn Store> = match &metrics {
+        Some(m) => airlock_metrics::Metered::new(backend.store(), m.clone()),
+        None => backend.store(),
+    };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let connect_timeout = config.hub.connect_timeout;
@@ -46,15 +60,22 @@ pub fn run(config: Option<PathBuf>, http: Option<SocketAddr>) -> anyhow::Result<
                 airlock_gateway::control::hubs_dir(&data_dir).display()
             )
         })?;
+        let (stopped, running) = control::stopped_and_running(&data_dir);
         if let crate::store::Backend::Team(pg) = &backend {
-            // The other replicas learn this one is alive (and recover its
+            // Hubs beside this one that were killed are known stopped now;
+            // the other replicas learn this one is alive (and recover its
             // rows should it stop beating); it recovers theirs likewise.
+            pg.forget_hubs(&stopped)?;
             pg.keep_alive(hub.instance());
         }
-        hub.recover_ledger(&control::instances(&data_dir));
+        hub.recover_ledger(&running);
         let own = Some(control.path().to_path_buf());
         if let crate::store::Backend::Team(pg) = &backend {
             listen_for_decisions(&hub, pg)?;
+        }
+        if let (Some(addr), Some(metrics)) = (metrics_addr, metrics) {
+            let bound = crate::admin::serve(addr, &hub, metrics, store.clone()).await?;
+            eprintln!("airlock: metrics at http://{bound}/metrics");
         }
         crate::channels::attach(&hub, backend.ledger(), data_dir.clone(), store, own).await?;
         tokio::spawn(stop_on_signal(hub.clone()));

@@ -178,11 +178,17 @@ impl Drop for Control {
 /// The instances of the hubs running on `data_dir`: those whose lock is
 /// held. What a dead hub left (its lock and socket) is removed.
 fn live_instances(data_dir: &Path) -> Vec<String> {
+    sweep(data_dir).0
+}
+
+/// The hubs on `data_dir` that are running, and those found stopped (their
+/// lock free: killed or gone), whose files this removes.
+fn sweep(data_dir: &Path) -> (Vec<String>, Vec<String>) {
     let dir = hubs_dir(data_dir);
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
-    let mut live = Vec::new();
+    let (mut live, mut stopped) = (Vec::new(), Vec::new());
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_none_or(|e| e != "lock") {
@@ -200,6 +206,7 @@ fn live_instances(data_dir: &Path) -> Vec<String> {
             Ok(()) => {
                 let _ = std::fs::remove_file(dir.join(format!("{instance}.sock")));
                 let _ = std::fs::remove_file(&path);
+                stopped.push(instance);
             }
             Err(std::fs::TryLockError::WouldBlock) => live.push(instance),
             // Cannot tell: count it as running.
@@ -207,7 +214,7 @@ fn live_instances(data_dir: &Path) -> Vec<String> {
         }
     }
     live.sort();
-    live
+    (live, stopped)
 }
 
 /// The sockets of the hubs running on `data_dir`, connected, with their
@@ -273,6 +280,14 @@ pub fn reports(data_dir: &Path) -> Vec<HubReport> {
         .into_iter()
         .filter_map(|(_, s)| serde_json::from_str(&ask(s, "status")?).ok())
         .collect()
+}
+
+/// The instances of the hubs on `data_dir` found stopped (killed, their
+/// lock free) and those running, by their locks: a team store forgets the
+/// stopped ones at once instead of waiting for their heartbeat to age.
+pub fn stopped_and_running(data_dir: &Path) -> (Vec<String>, Vec<String>) {
+    let (running, stopped) = sweep(data_dir);
+    (stopped, running)
 }
 
 /// The instances of the hubs running on `data_dir` (by their locks,

@@ -47,6 +47,24 @@ impl Database {
             self.port, self.name
         )
     }
+
+    /// Runs `sql` as the superuser with airlock's schema first on the
+    /// search path (as someone with raw access to the database would).
+    pub fn sql(&self, sql: &str) -> String {
+        Server::shared().psql(&self.name, &format!("SET search_path = airlock; {sql}"))
+    }
+
+    /// Everything the database holds, as `pg_dump` writes it: what a
+    /// secret must never be found in.
+    pub fn dump(&self) -> Vec<u8> {
+        let server = Server::shared();
+        let out = Command::new(server.bin.join("pg_dump"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", ADMIN, "-d", &self.name])
+            .output()
+            .expect("pg_dump runs");
+        checked("pg_dump", out).into_bytes()
+    }
 }
 
 static SHARED: OnceLock<Server> = OnceLock::new();

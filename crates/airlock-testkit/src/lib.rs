@@ -33,11 +33,38 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// A scratch data directory and config for one test.
+///
+/// With `AIRLOCK_TEST_STORE=postgres` every scratch keeps its state in a
+/// fresh PostgreSQL database of its own (a team store, tenant `test`)
+/// instead of the embedded file: each command the scratch runs is given
+/// `AIRLOCK_STORE`, so the whole suite runs against that backend.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
     /// Run airlock as this user (through `setpriv`), for limits the kernel
     /// does not hold root to.
     user: Option<u32>,
+    team_store: Option<airlock_pgtest::Database>,
+}
+
+/// Which backend the suite runs against.
+fn team_store() -> Option<airlock_pgtest::Database> {
+    match std::env::var("AIRLOCK_TEST_STORE").as_deref() {
+        Ok("postgres") => {}
+        Ok("sqlite") | Err(_) => return None,
+        Ok(other) => panic!("AIRLOCK_TEST_STORE is `{other}`; it must be sqlite or postgres"),
+    }
+    let db = airlock_pgtest::Server::shared().database();
+    let out = std::process::Command::new(bin("airlock"))
+        .args(["store", "migrate", "--owner", &db.admin_url()])
+        .args(["--hub-role", airlock_pgtest::HUB_ROLE])
+        .output()
+        .expect("run airlock store migrate");
+    assert!(
+        out.status.success(),
+        "airlock store migrate: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(db)
 }
 
 impl Default for Scratch {
@@ -51,6 +78,59 @@ impl Scratch {
         Scratch {
             dir: tempfile::tempdir().expect("temp dir"),
             user: None,
+            team_store: team_store(),
+        }
+    }
+
+    /// A scratch on the embedded store whatever `AIRLOCK_TEST_STORE` says:
+    /// for tests about the embedded file itself (its faults, its bytes), and
+    /// for tests that set up team stores of their own.
+    pub fn embedded() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("temp dir"),
+            user: None,
+            team_store: None,
+        }
+    }
+
+    /// The environment that points a command at this scratch's store
+    /// (empty for the embedded one, which `AIRLOCK_HOME` names).
+    pub fn store_env(&self) -> Vec<(&'static str, String)> {
+        match &self.team_store {
+            Some(db) => vec![
+                ("AIRLOCK_STORE", db.hub_url()),
+                ("AIRLOCK_TENANT", "test".into()),
+            ],
+            None => Vec::new(),
+        }
+    }
+
+    /// Everything the store holds at rest, by where: the embedded
+    /// store's files, or a dump of the team store's database.
+    pub fn stored(&self) -> Vec<(String, Vec<u8>)> {
+        match &self.team_store {
+            Some(db) => vec![("the team store".into(), db.dump())],
+            None => ["airlock.db", "airlock.db-wal"]
+                .iter()
+                .filter_map(|f| {
+                    std::fs::read(self.home().join(f))
+                        .ok()
+                        .map(|b| (f.to_string(), b))
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `sql` (values written inline) on the store as someone with raw
+    /// access would: the embedded file, or the team store as its superuser.
+    pub fn raw_sql(&self, sql: &str) {
+        match &self.team_store {
+            Some(db) => {
+                db.sql(sql);
+            }
+            None => rusqlite::Connection::open(self.home().join("airlock.db"))
+                .and_then(|c| c.execute_batch(sql))
+                .expect("raw SQL on the embedded store"),
         }
     }
 
@@ -249,6 +329,7 @@ impl Scratch {
             }
             None => Command::new(bin("airlock")),
         };
+        cmd.envs(self.store_env());
         cmd.args(args)
             .env("AIRLOCK_HOME", self.home())
             .env("AIRLOCK_NO_BROWSER", "1")

@@ -81,12 +81,9 @@ async fn approval_runs_only_the_call_the_person_was_shown() {
     let client = std::sync::Arc::new(scratch.stdio_client(&config, ()).await);
     let waiting = in_background(&client, "fixture__echo", json!({"text": "from the client"}));
     let id = scratch.pending_id().await;
-    let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
-    db.execute(
-        "UPDATE approvals SET arguments = '{\"text\":\"as reviewed\"}' WHERE id = ?1",
-        [&id],
-    )
-    .unwrap();
+    scratch.raw_sql(&format!(
+        r#"UPDATE approvals SET arguments = '{{"text":"as reviewed"}}' WHERE id = '{id}'"#
+    ));
     cli(&scratch, &["approve", &id]).await;
     let r = waiting.await.unwrap().unwrap();
     assert!(

@@ -3,7 +3,6 @@
 //! resumed without repeating a call (I6), and no secret reaches the code,
 //! the journal or the result (I1).
 
-use std::path::Path;
 use std::time::Duration;
 
 use airlock_testkit::{Scratch, bytes_contain, call, first_text, secret_forms, unquote};
@@ -217,12 +216,9 @@ async fn a_resumed_run_that_takes_another_path_diverges_and_makes_no_call() {
     let run_id = paused["run_id"].as_str().unwrap().to_string();
     approve(&scratch).await;
     // The stored program now calls with other arguments at position 2.
-    let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
-    db.execute(
-        "UPDATE runs SET code = replace(code, '''two''', '''changed''') WHERE id = ?1",
-        [&run_id],
-    )
-    .unwrap();
+    scratch.raw_sql(&format!(
+        "UPDATE runs SET code = replace(code, '''two''', '''changed''') WHERE id = '{run_id}'"
+    ));
     let before = upstream_calls(&scratch);
     let (diverged, is_error) = meta(&client, "resume_run", json!({ "run_id": run_id })).await;
     assert!(is_error, "{diverged}");
@@ -413,7 +409,7 @@ async fn a_secret_an_upstream_returns_is_scrubbed_inside_the_run_the_journal_and
     assert!(v["output"][0].as_str().unwrap().contains("[secret]"), "{v}");
     drop(client);
     tokio::time::sleep(Duration::from_millis(600)).await;
-    for place in stored(&scratch.home()) {
+    for place in scratch.stored() {
         for form in secret_forms(TOKEN) {
             assert!(
                 !bytes_contain(&place.1, &form),
@@ -431,22 +427,13 @@ async fn a_secret_an_upstream_returns_is_scrubbed_inside_the_run_the_journal_and
     }
 }
 
-fn stored(home: &Path) -> Vec<(String, Vec<u8>)> {
-    ["airlock.db", "airlock.db-wal"]
-        .iter()
-        .filter_map(|f| std::fs::read(home.join(f)).ok().map(|b| (f.to_string(), b)))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_run_whose_journal_lost_entries_is_not_resumed() {
     let (scratch, client) = start("only").await;
     let (paused, _) = run_code(&client, FOUR_CALLS).await;
     let run_id = paused["run_id"].as_str().unwrap().to_string();
     approve(&scratch).await;
-    let db = rusqlite::Connection::open(scratch.home().join("airlock.db")).unwrap();
-    db.execute("DELETE FROM journal WHERE run = ?1", [&run_id])
-        .unwrap();
+    scratch.raw_sql(&format!("DELETE FROM journal WHERE run = '{run_id}'"));
     let r = client
         .call_tool(call("resume_run", json!({ "run_id": run_id })))
         .await;

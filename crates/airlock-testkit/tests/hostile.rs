@@ -133,12 +133,7 @@ env = { HOSTILE_PLANT = "secret:PLANTED" }
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
 
     let mut places: Vec<(String, Vec<u8>)> = vec![("client traffic".into(), seen.into_bytes())];
-    let home = scratch.home();
-    for f in ["airlock.db", "airlock.db-wal"] {
-        if let Ok(b) = std::fs::read(home.join(f)) {
-            places.push((f.into(), b));
-        }
-    }
+    places.extend(scratch.stored());
     places.push(("airlock log".into(), std::fs::read(&log_path).unwrap()));
     for form in secret_forms(PLANTED) {
         for (place, bytes) in &places {
@@ -643,13 +638,8 @@ async fn a_secret_in_a_waiting_calls_arguments_is_not_kept_at_rest() {
         .unwrap();
     let all = String::from_utf8_lossy(&all.stdout).into_owned();
     assert!(all.contains("h__len") && all.contains("[secret]"), "{all}");
-    let home = scratch.home();
     let mut places = vec![("airlock pending --all".to_string(), all.into_bytes())];
-    for f in ["airlock.db", "airlock.db-wal"] {
-        if let Ok(b) = std::fs::read(home.join(f)) {
-            places.push((f.into(), b));
-        }
-    }
+    places.extend(scratch.stored());
     for form in secret_forms(PLANTED) {
         for (place, bytes) in &places {
             assert!(

@@ -28,6 +28,7 @@ async fn review_at_a_terminal(
     let mut child = tokio::process::Command::new("script")
         .args(["-q", "-e", "-c", &line, "/dev/null"])
         .env("AIRLOCK_HOME", scratch.home())
+        .envs(scratch.store_env())
         .env("AIRLOCK_LOG", "warn,rmcp=error")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

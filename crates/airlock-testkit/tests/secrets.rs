@@ -52,12 +52,7 @@ env = { FIXTURE_TOKEN = "secret:LEAKY" }
             || !bytes_contain(&log_bytes, "my token is"),
         "the source's stderr was not scrubbed"
     );
-    let home = scratch.home();
-    for f in ["airlock.db", "airlock.db-wal"] {
-        if let Ok(b) = std::fs::read(home.join(f)) {
-            places.push((f.into(), b));
-        }
-    }
+    places.extend(scratch.stored());
     places.push(("airlock log".into(), log_bytes));
     for form in secret_forms(TOKEN) {
         for (place, bytes) in &places {

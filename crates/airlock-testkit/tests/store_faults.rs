@@ -19,7 +19,7 @@ async fn a_call_does_not_run_when_its_decision_cannot_be_recorded() {
         eprintln!("skipped: needs root and unshare to give airlock a disk of its own");
         return;
     }
-    let scratch = Scratch::new();
+    let scratch = Scratch::embedded();
     let config = scratch
         .reviewed_config("[sources.fixture]\ncommand = \"{fixture}\"\n")
         .await;

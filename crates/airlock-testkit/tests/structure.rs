@@ -91,7 +91,7 @@ fn only_the_review_command_pins_contracts() {
 /// contracts, the config file and the rules are exactly as before.
 #[tokio::test]
 async fn no_mcp_path_changes_policy() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::embedded();
     let config = scratch
         .reviewed_config(
             r#"

@@ -86,7 +86,11 @@ fn in_background(
 #[tokio::test]
 async fn a_decision_on_one_machine_wakes_the_call_waiting_on_another_replica() {
     let db = migrated();
-    let (one, two, person) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let (one, two, person) = (
+        Scratch::embedded(),
+        Scratch::embedded(),
+        Scratch::embedded(),
+    );
     // Reviews are shared: reviewing once, from replica one's machine, is
     // enough for every replica of the tenant.
     let config_one = one.reviewed_config(&config(&db, "team-a")).await;
@@ -122,7 +126,11 @@ async fn a_decision_on_one_machine_wakes_the_call_waiting_on_another_replica() {
 #[tokio::test]
 async fn two_people_approving_at_once_on_two_machines_have_one_winner() {
     let db = migrated();
-    let (hub, alice, bob) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let (hub, alice, bob) = (
+        Scratch::embedded(),
+        Scratch::embedded(),
+        Scratch::embedded(),
+    );
     let config = hub.reviewed_config(&config(&db, "team-a")).await;
     let replica: Client = Arc::new(hub.stdio_client(&config, ()).await);
     let waiting = in_background(&replica, "fixture__echo", json!({"text": "once"}));
@@ -157,7 +165,11 @@ async fn two_people_approving_at_once_on_two_machines_have_one_winner() {
 #[tokio::test]
 async fn a_replica_killed_mid_call_leaves_the_call_failed_never_re_run() {
     let db = migrated();
-    let (one, two, person) = (Scratch::new(), Scratch::new(), Scratch::new());
+    let (one, two, person) = (
+        Scratch::embedded(),
+        Scratch::embedded(),
+        Scratch::embedded(),
+    );
     let config_one = one.reviewed_config(&config(&db, "team-a")).await;
     let config_two = two.config(&config(&db, "team-a"));
     let _survivor: Client = Arc::new(one.stdio_client(&config_one, ()).await);

@@ -127,6 +127,23 @@ impl PgStore {
         futures::executor::block_on(in_tenant(&self.pool, &self.target.tenant, f))
     }
 
+    /// Forgets replicas known to have stopped (a hub beside them found
+    /// their lock free), so their rows are recovered now rather than when
+    /// their heartbeat ages.
+    pub fn forget_hubs(&self, stopped: &[String]) -> Result<()> {
+        if stopped.is_empty() {
+            return Ok(());
+        }
+        self.transaction(async |tx| {
+            tx.execute(
+                "DELETE FROM airlock.hubs WHERE instance = ANY($1)",
+                &[&stopped],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
     /// Keeps this hub's row in `hubs` fresh while the store lives, and on
     /// each beat recovers the rows of hubs of the tenant that stopped
     /// beating (killed, or cut off): their executing calls fail, never to
