@@ -460,7 +460,7 @@ async fn main() -> anyhow::Result<()> {
                 let dir = tempfile::tempdir()?;
                 println!(
                     "{}",
-                    team::render(&team::run(dir.path(), 2000, 50, 10_000).await?)
+                    team::render(&team::run(&dir.path().join("team"), 2000, 50, 10_000).await?)
                 );
                 return Ok(());
             }
@@ -695,6 +695,8 @@ async fn main() -> anyhow::Result<()> {
     let login = oauth::run(dir.path(), 2000).await?;
     let code_mode = code::run(dir.path(), 200).await?;
     let confined = confine::run(dir.path(), 20, 2000).await?;
+    eprintln!("team store");
+    let team_store = team::run(&dir.path().join("team"), 2000, 50, 10_000).await?;
 
     report(&rows, &opts, ready_direct, ready_hub);
     report_keep_alive(&keep_alive);
@@ -708,6 +710,7 @@ async fn main() -> anyhow::Result<()> {
     println!("\n{}", oauth::render(&login));
     println!("\n{}", code::render(&code_mode));
     println!("\n{}", confine::render(&confined));
+    println!("\n{}", team::render(&team_store));
     Ok(())
 }
 

@@ -151,7 +151,7 @@ pub async fn run(
     waiting: usize,
 ) -> anyhow::Result<TeamReport> {
     let db = Server::shared().database();
-    PgStore::migrate(&db.admin_url(), None, HUB_ROLE)?;
+    PgStore::migrate(&db.admin_url(), None, HUB_ROLE, TENANT)?;
 
     // Calls through one hub on each store, allowed by policy.
     let mut rows = Vec::new();

@@ -187,10 +187,14 @@ enum StoreCommand {
         /// The stored secret holding the owner's password, if it needs one.
         #[arg(long, value_name = "NAME")]
         owner_password: Option<String>,
-        /// The role hubs connect as (it must exist; it must not own
-        /// anything or bypass row-level security).
+        /// The role one tenant's hubs connect as (it must exist; it must
+        /// not own anything or bypass row-level security).
         #[arg(long, value_name = "ROLE")]
         hub_role: String,
+        /// The tenant that role acts for; each tenant needs a role of its
+        /// own (run once per tenant).
+        #[arg(long = "for-tenant", value_name = "TENANT")]
+        for_tenant: String,
     },
 }
 
@@ -379,8 +383,9 @@ fn main() -> ExitCode {
                     owner,
                     owner_password,
                     hub_role,
+                    for_tenant,
                 },
-        } => store::migrate(&owner, owner_password.as_deref(), &hub_role),
+        } => store::migrate(&owner, owner_password.as_deref(), &hub_role, &for_tenant),
         Command::Page { print } => approvals::page(print),
         Command::Tools {
             command:

@@ -147,6 +147,7 @@ pub fn migrate(
     owner_url: &str,
     password_secret: Option<&str>,
     hub_role: &str,
+    tenant: &str,
 ) -> anyhow::Result<std::process::ExitCode> {
     airlock_config::check_url(owner_url)
         .map_err(|(m, fix)| anyhow::anyhow!("--owner: {m}; {fix}"))?;
@@ -154,9 +155,9 @@ pub fn migrate(
         Some(name) => Some(home::secret_store()?.get(name)?.expose().to_string()),
         None => None,
     };
-    let version = PgStore::migrate(owner_url, password.as_deref(), hub_role)?;
+    let version = PgStore::migrate(owner_url, password.as_deref(), hub_role, tenant)?;
     println!(
-        "airlock's schema in {} is at version {version}; `{hub_role}` may use its rows, each tenant's under row-level security",
+        "airlock's schema in {} is at version {version}; `{hub_role}` acts for tenant `{tenant}` and sees only its rows",
         airlock_store::postgres::schema::redacted(owner_url)
     );
     Ok(std::process::ExitCode::SUCCESS)

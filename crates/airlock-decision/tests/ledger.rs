@@ -47,9 +47,13 @@ fn sqlite() -> Under {
     }
 }
 
+/// `tenant`'s store, through a role of its own the owner mapped to it.
 fn pg_tenant(db: &airlock_pgtest::Database, tenant: &str) -> Arc<PgStore> {
+    let role = format!("hub_{}", tenant.replace('-', "_"));
+    let url = db.url_as(&role);
+    PgStore::migrate(&db.admin_url(), None, &role, tenant).unwrap();
     PgStore::open(PgTarget {
-        url: db.hub_url(),
+        url,
         password: None,
         tenant: tenant.into(),
     })
@@ -58,7 +62,7 @@ fn pg_tenant(db: &airlock_pgtest::Database, tenant: &str) -> Arc<PgStore> {
 
 fn postgres() -> Under {
     let db = airlock_pgtest::Server::shared().database();
-    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE, "default").unwrap();
     let pg = pg_tenant(&db, "team-a");
     Under {
         ledger: Ledger::Postgres(pg.clone()),
@@ -240,7 +244,7 @@ fn terminal_rows_lose_their_arguments_after_retention(u: Under) {
 #[test]
 fn another_tenant_can_neither_see_nor_decide_an_approval() {
     let db = airlock_pgtest::Server::shared().database();
-    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE, "default").unwrap();
     let (a, b) = (pg_tenant(&db, "team-a"), pg_tenant(&db, "team-b"));
     let p = a.ledger_create(&call("me"), 60_000, 86_400_000).unwrap();
     let id = p.id().to_string();
@@ -268,7 +272,7 @@ fn another_tenant_can_neither_see_nor_decide_an_approval() {
 #[test]
 fn a_decision_is_announced_to_every_replica_of_the_tenant_only() {
     let db = airlock_pgtest::Server::shared().database();
-    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+    PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE, "default").unwrap();
     let waiting = pg_tenant(&db, "team-a");
     let deciding = pg_tenant(&db, "team-a");
     let other = pg_tenant(&db, "team-b");

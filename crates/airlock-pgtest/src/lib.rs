@@ -48,6 +48,23 @@ impl Database {
         )
     }
 
+    /// The URL of `role` (created, with LOGIN, if it does not exist yet):
+    /// a team store gives each tenant's hubs a role of their own.
+    pub fn url_as(&self, role: &str) -> String {
+        assert!(
+            role.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "{role}"
+        );
+        Server::shared().psql(
+            "postgres",
+            &format!(
+                "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') \
+                 THEN CREATE ROLE {role} LOGIN NOSUPERUSER NOBYPASSRLS; END IF; END $$"
+            ),
+        );
+        format!("postgres://{role}@127.0.0.1:{}/{}", self.port, self.name)
+    }
+
     /// Runs `sql` as the superuser with airlock's schema first on the
     /// search path (as someone with raw access to the database would).
     pub fn sql(&self, sql: &str) -> String {

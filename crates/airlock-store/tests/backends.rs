@@ -44,13 +44,25 @@ fn sqlite() -> Under {
 
 fn migrated() -> Database {
     let db = Server::shared().database();
-    PgStore::migrate(&db.admin_url(), None, HUB_ROLE).unwrap();
+    PgStore::migrate(&db.admin_url(), None, HUB_ROLE, "default").unwrap();
     db
+}
+
+/// The role of `tenant`'s hubs (each tenant has its own).
+fn role_of(tenant: &str) -> String {
+    format!("hub_{}", tenant.replace('-', "_"))
+}
+
+/// `tenant`'s URL: its role, created and mapped to it by the owner.
+fn url_of(db: &Database, tenant: &str) -> String {
+    let url = db.url_as(&role_of(tenant));
+    PgStore::migrate(&db.admin_url(), None, &role_of(tenant), tenant).unwrap();
+    url
 }
 
 fn tenant(db: &Database, tenant: &str) -> Arc<PgStore> {
     PgStore::open(PgTarget {
-        url: db.hub_url(),
+        url: url_of(db, tenant),
         password: None,
         tenant: tenant.into(),
     })
@@ -348,27 +360,23 @@ fn a_tenant_sees_only_its_own_rows() {
     ));
 }
 
-/// What the hub's role reads with raw SQL, with `setting` as its tenant
-/// (or none).
-fn raw_as_hub(db: &Database, setting: Option<&str>, sql: &str) -> std::process::Output {
+/// What `role` reads with raw SQL, with `setting` as its tenant (or none).
+fn raw_as(db: &Database, role: &str, setting: Option<&str>, sql: &str) -> std::process::Output {
     let set = setting
         .map(|t| format!("SET airlock.tenant = '{t}'; "))
         .unwrap_or_default();
-    Server::shared().psql_output(HUB_ROLE, &db.name, &format!("{set}{sql}"))
+    Server::shared().psql_output(role, &db.name, &format!("{set}{sql}"))
 }
 
 #[test]
-fn raw_sql_as_the_hub_role_sees_only_the_tenant_it_names_and_nothing_without_one() {
+fn raw_sql_as_a_tenants_role_sees_only_its_tenant_whatever_it_names_and_nothing_without_one() {
     let db = migrated();
     let (a, b) = (tenant(&db, "team-a"), tenant(&db, "team-b"));
     a.pin_command("fs", "sha256:a", "me").unwrap();
     b.pin_command("fs", "sha256:b", "me").unwrap();
-    let read = |setting| {
-        let out = raw_as_hub(
-            &db,
-            setting,
-            "SELECT fingerprint FROM airlock.commands ORDER BY 1",
-        );
+    let read = |role: &str, setting| {
+        let sql = "SELECT fingerprint FROM airlock.commands ORDER BY 1";
+        let out = raw_as(&db, role, setting, sql);
         assert!(
             out.status.success(),
             "{}",
@@ -376,10 +384,28 @@ fn raw_sql_as_the_hub_role_sees_only_the_tenant_it_names_and_nothing_without_one
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    assert_eq!(read(Some("team-a")), "sha256:a");
-    assert_eq!(read(Some("team-b")), "sha256:b");
-    assert_eq!(read(None), "", "no setting sees nothing");
-    assert_eq!(read(Some("")), "", "an empty setting sees nothing");
+    let (role_a, role_b) = (role_of("team-a"), role_of("team-b"));
+    assert_eq!(read(&role_a, Some("team-a")), "sha256:a");
+    assert_eq!(read(&role_b, Some("team-b")), "sha256:b");
+    // A's role naming B's tenant (as a hub told `--tenant team-b` would,
+    // or anyone holding A's credentials) sees nothing of B's.
+    assert_eq!(read(&role_a, Some("team-b")), "", "A's role read B's rows");
+    assert_eq!(read(&role_b, Some("team-a")), "", "B's role read A's rows");
+    // A role mapped to no tenant sees nothing, whatever it names.
+    assert_eq!(read(HUB_ROLE, Some("team-a")), "");
+    assert_eq!(read(&role_a, None), "", "no setting sees nothing");
+    assert_eq!(read(&role_a, Some("")), "", "an empty setting sees nothing");
+    // A's role cannot remap itself, nor rewrite the audit log.
+    for sql in [
+        "UPDATE airlock.tenant_roles SET tenant = 'team-b'",
+        "INSERT INTO airlock.tenant_roles (role, tenant) VALUES ('x', 'team-b')",
+        "DELETE FROM airlock.audit",
+        "UPDATE airlock.audit SET record = ''",
+        "TRUNCATE airlock.audit",
+    ] {
+        let out = raw_as(&db, &role_a, Some("team-a"), sql);
+        assert!(!out.status.success(), "{sql} was allowed");
+    }
     // Writing into another tenant, or into none, is refused.
     for (setting, sql) in [
         (
@@ -395,7 +421,7 @@ fn raw_sql_as_the_hub_role_sees_only_the_tenant_it_names_and_nothing_without_one
             "UPDATE airlock.commands SET tenant = 'team-b'",
         ),
     ] {
-        let out = raw_as_hub(&db, setting, sql);
+        let out = raw_as(&db, &role_a, setting, sql);
         assert!(!out.status.success(), "{sql} was allowed");
     }
     // Nor can the hub's role change the rules it is held by.
@@ -405,7 +431,7 @@ fn raw_sql_as_the_hub_role_sees_only_the_tenant_it_names_and_nothing_without_one
         "UPDATE airlock.schema_version SET version = 0",
     ] {
         assert!(
-            !raw_as_hub(&db, Some("team-a"), sql).status.success(),
+            !raw_as(&db, &role_a, Some("team-a"), sql).status.success(),
             "{sql}"
         );
     }
@@ -472,6 +498,41 @@ fn a_hub_refuses_a_role_that_row_level_security_does_not_hold() {
 }
 
 #[test]
+fn a_tenants_role_cannot_open_the_store_as_another_tenant() {
+    let db = migrated();
+    let url_a = url_of(&db, "team-a");
+    for (url, tenant) in [(url_a.clone(), "team-b"), (db.hub_url(), "team-a")] {
+        match PgStore::open(PgTarget {
+            url,
+            password: None,
+            tenant: tenant.into(),
+        }) {
+            Err(StoreError::Refused(m)) => assert!(m.contains("acts for"), "{m}"),
+            Err(e) => panic!("wrong error {e}"),
+            Ok(_) => panic!("opened as {tenant} with another tenant's role"),
+        }
+    }
+    // A password in the URL is refused however it is spelled.
+    for url in [
+        format!("{url_a}?password=x"),
+        format!("{url_a}?passw%6Frd=x"),
+        url_a.replacen("://hub_team_a@", "://hub_team_a:x@", 1),
+    ] {
+        let err = PgStore::open(PgTarget {
+            url: url.clone(),
+            password: None,
+            tenant: "team-a".into(),
+        })
+        .err()
+        .unwrap_or_else(|| panic!("{url} accepted"));
+        assert!(
+            !err.to_string().contains("=x") && !err.to_string().contains(":x@"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn a_schema_it_does_not_know_is_refused_and_never_migrated_by_a_hub() {
     let db = Server::shared().database();
     // No schema yet: the hub says who creates it.
@@ -483,12 +544,23 @@ fn a_schema_it_does_not_know_is_refused_and_never_migrated_by_a_hub() {
         Err(StoreError::Refused(m)) => assert!(m.contains("airlock store migrate"), "{m}"),
         other => panic!("{:?}", other.err()),
     }
-    PgStore::migrate(&db.admin_url(), None, HUB_ROLE).unwrap();
-    // Migrating again is a no-op.
+    PgStore::migrate(&db.admin_url(), None, HUB_ROLE, "t").unwrap();
+    // Migrating again is a no-op; mapping the role to another tenant is
+    // refused.
     assert_eq!(
-        PgStore::migrate(&db.admin_url(), None, HUB_ROLE).unwrap(),
+        PgStore::migrate(&db.admin_url(), None, HUB_ROLE, "t").unwrap(),
         schema::supported()
     );
+    assert!(matches!(
+        PgStore::migrate(&db.admin_url(), None, HUB_ROLE, "other"),
+        Err(StoreError::Refused(_))
+    ));
+    for bad in ["public", "pg_read_all_data", "no_such_role", "a;b"] {
+        assert!(
+            PgStore::migrate(&db.admin_url(), None, bad, "t").is_err(),
+            "{bad} accepted as a hub role"
+        );
+    }
     Server::shared().psql(&db.name, "UPDATE airlock.schema_version SET version = 99");
     let target = PgTarget {
         url: db.hub_url(),
@@ -500,7 +572,7 @@ fn a_schema_it_does_not_know_is_refused_and_never_migrated_by_a_hub() {
         Err(StoreError::TooNew { found: 99, .. })
     ));
     assert!(matches!(
-        PgStore::migrate(&db.admin_url(), None, HUB_ROLE),
+        PgStore::migrate(&db.admin_url(), None, HUB_ROLE, "t"),
         Err(StoreError::TooNew { found: 99, .. })
     ));
 }

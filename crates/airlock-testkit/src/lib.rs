@@ -56,7 +56,12 @@ fn team_store() -> Option<airlock_pgtest::Database> {
     let db = airlock_pgtest::Server::shared().database();
     let out = std::process::Command::new(bin("airlock"))
         .args(["store", "migrate", "--owner", &db.admin_url()])
-        .args(["--hub-role", airlock_pgtest::HUB_ROLE])
+        .args([
+            "--hub-role",
+            airlock_pgtest::HUB_ROLE,
+            "--for-tenant",
+            "test",
+        ])
         .output()
         .expect("run airlock store migrate");
     assert!(

@@ -37,15 +37,27 @@ tool = "fixture__*"
 
 fn migrated() -> Database {
     let db = Server::shared().database();
-    airlock_store::PgStore::migrate(&db.admin_url(), None, HUB_ROLE).unwrap();
+    airlock_store::PgStore::migrate(&db.admin_url(), None, HUB_ROLE, "team-a").unwrap();
     db
+}
+
+/// The URL a tenant's hubs and people use: team-a's role is the suite's
+/// hub role; any other tenant gets a role of its own, mapped by the owner.
+fn url_of(db: &Database, tenant: &str) -> String {
+    if tenant == "team-a" {
+        return db.hub_url();
+    }
+    let role = format!("hub_{}", tenant.replace('-', "_"));
+    let url = db.url_as(&role);
+    airlock_store::PgStore::migrate(&db.admin_url(), None, &role, tenant).unwrap();
+    url
 }
 
 /// The CLI on `scratch`'s machine, acting on `db` as `tenant`.
 async fn cli(scratch: &Scratch, db: &Database, tenant: &str, args: &[&str]) -> (i32, String) {
     let out = scratch
         .airlock(args)
-        .env("AIRLOCK_STORE", db.hub_url())
+        .env("AIRLOCK_STORE", url_of(db, tenant))
         .env("AIRLOCK_TENANT", tenant)
         .output()
         .await
@@ -191,7 +203,7 @@ async fn a_replica_killed_mid_call_leaves_the_call_failed_never_re_run() {
     doomed.wait().await.unwrap();
     // The surviving replica notices the silence and fails the call.
     let mut row = String::new();
-    for _ in 0..300 {
+    for _ in 0..600 {
         let (_, all) = cli(&person, &db, "team-a", &["pending", "--all"]).await;
         row = all
             .split(&format!("{id}  "))

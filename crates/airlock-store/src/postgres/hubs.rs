@@ -5,23 +5,25 @@ use std::time::Duration;
 
 use tokio_postgres::Transaction;
 
-use crate::{Result, now_ms};
+use crate::Result;
 
 /// How often a replica says it is alive.
 pub(super) const BEAT: Duration = Duration::from_secs(2);
-/// A replica silent this long has stopped: its rows are recovered.
-const STALE: Duration = Duration::from_secs(10);
+/// A replica silent this long has stopped: its rows are recovered. Well
+/// above what a busy replica's beat can be delayed by (a connection lease
+/// waits at most 10 s, a statement runs at most 15 s).
+const STALE: Duration = Duration::from_secs(30);
 
-fn cutoff() -> i64 {
-    now_ms() - STALE.as_millis() as i64
-}
+/// The database's clock in milliseconds: every replica's beats and
+/// cutoffs are read on one clock, whatever the machines' clocks say.
+const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// The replicas of this tenant that beat recently.
 pub(super) async fn alive(tx: &Transaction<'_>) -> Result<Vec<String>> {
     Ok(tx
         .query(
-            "SELECT instance FROM airlock.hubs WHERE seen_at_ms >= $1",
-            &[&cutoff()],
+            &format!("SELECT instance FROM airlock.hubs WHERE seen_at_ms >= {DB_NOW} - $1"),
+            &[&(STALE.as_millis() as i64)],
         )
         .await?
         .iter()
@@ -34,15 +36,19 @@ pub(super) async fn alive(tx: &Transaction<'_>) -> Result<Vec<String>> {
 /// recovery moved (failed, expired).
 pub(super) async fn beat(tx: &Transaction<'_>, instance: &str) -> Result<(usize, usize)> {
     tx.execute(
-        "INSERT INTO airlock.hubs (instance, seen_at_ms) VALUES ($1, $2)
-         ON CONFLICT (tenant, instance) DO UPDATE SET seen_at_ms = excluded.seen_at_ms",
-        &[&instance, &now_ms()],
+        &format!(
+            "INSERT INTO airlock.hubs (instance, seen_at_ms) VALUES ($1, {DB_NOW})
+             ON CONFLICT (tenant, instance) DO UPDATE SET seen_at_ms = excluded.seen_at_ms"
+        ),
+        &[&instance],
     )
     .await?;
     let stopped = tx
         .query(
-            "DELETE FROM airlock.hubs WHERE seen_at_ms < $1 RETURNING instance",
-            &[&cutoff()],
+            &format!(
+                "DELETE FROM airlock.hubs WHERE seen_at_ms < {DB_NOW} - $1 RETURNING instance"
+            ),
+            &[&(STALE.as_millis() as i64)],
         )
         .await?;
     if stopped.is_empty() {

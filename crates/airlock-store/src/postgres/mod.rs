@@ -35,7 +35,7 @@ use crate::{
 use pool::{Driver, Pool};
 
 /// How a hub reaches a PostgreSQL store.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PgTarget {
     /// `postgres://ROLE@HOST:PORT/DATABASE` (a password, when one is
     /// needed, comes from [`PgTarget::password`], never the URL in config).
@@ -45,14 +45,33 @@ pub struct PgTarget {
     pub tenant: String,
 }
 
+impl std::fmt::Debug for PgTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgTarget")
+            .field("url", &schema::redacted(&self.url))
+            .field("password", &self.password.as_ref().map(|_| "[secret]"))
+            .field("tenant", &self.tenant)
+            .finish()
+    }
+}
+
 impl PgTarget {
     fn config(&self) -> Result<Config> {
-        let mut config: Config = self.url.parse().map_err(|e| {
+        let mut config: Config = self.url.parse().map_err(|_| {
             StoreError::Refused(format!(
-                "the store URL {} is not a PostgreSQL URL: {e}",
+                "the store URL {} is not a PostgreSQL URL",
                 schema::redacted(&self.url)
             ))
         })?;
+        // However it is spelled (userinfo, `password=`, a percent-encoded
+        // key), a password in the URL is refused: it would sit in config
+        // and in messages.
+        if config.get_password().is_some() {
+            return Err(StoreError::Refused(
+                "the store URL holds a password; give it as a stored secret instead (see docs/team.md)"
+                    .into(),
+            ));
+        }
         if let Some(p) = &self.password {
             config.password(p);
         }
@@ -61,7 +80,14 @@ impl PgTarget {
             .application_name("airlock")
             // A statement that hangs (a lock held by a stuck replica, a
             // server under load) fails the call instead of holding it.
-            .options("-c statement_timeout=15000 -c lock_timeout=10000");
+            .options("-c statement_timeout=15000 -c lock_timeout=10000")
+            // A half-open connection (a cable pulled, a firewall dropping
+            // state) is noticed in seconds, not the kernel's two hours.
+            .keepalives(true)
+            .keepalives_idle(std::time::Duration::from_secs(10))
+            .keepalives_interval(std::time::Duration::from_secs(5))
+            .keepalives_retries(3)
+            .tcp_user_timeout(std::time::Duration::from_secs(30));
         Ok(config)
     }
 }
@@ -91,14 +117,21 @@ impl PgStore {
         };
         futures::executor::block_on(async {
             let mut lease = store.pool.lease().await?;
-            schema::check(lease.client(), &store.target.url).await
+            schema::check(lease.client(), &store.target.url, &store.target.tenant).await
         })?;
         Ok(Arc::new(store))
     }
 
-    /// As the schema's owner: applies the migrations this airlock knows
-    /// and grants `hub_role` the rows. Returns the schema's version.
-    pub fn migrate(owner_url: &str, password: Option<&str>, hub_role: &str) -> Result<i64> {
+    /// As the schema's owner: applies the migrations this airlock knows,
+    /// grants `hub_role` the rows and maps it to `tenant` (a role acts for
+    /// one tenant only). Returns the schema's version.
+    pub fn migrate(
+        owner_url: &str,
+        password: Option<&str>,
+        hub_role: &str,
+        tenant: &str,
+    ) -> Result<i64> {
+        check_tenant(tenant)?;
         let target = PgTarget {
             url: owner_url.to_string(),
             password: password.map(str::to_string),
@@ -108,7 +141,7 @@ impl PgStore {
         let driver = Driver::start();
         futures::executor::block_on(async {
             let mut client = pool::connect(driver.handle(), &config).await?;
-            schema::migrate(&mut client, owner_url, hub_role).await
+            schema::migrate(&mut client, owner_url, hub_role, tenant).await
         })
     }
 
@@ -574,7 +607,7 @@ mod tests {
     #[test]
     fn a_pooled_connection_acts_for_no_tenant_between_transactions() {
         let db = airlock_pgtest::Server::shared().database();
-        PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE).unwrap();
+        PgStore::migrate(&db.admin_url(), None, airlock_pgtest::HUB_ROLE, "team-a").unwrap();
         let store = PgStore::open(PgTarget {
             url: db.hub_url(),
             password: None,

@@ -4,9 +4,12 @@
 //! Every table but [`EXEMPT`] holds one tenant's rows: a `tenant` column
 //! filled from the transaction's `airlock.tenant` setting, row-level
 //! security enabled and forced (so even the tables' owner is held by it),
-//! and one policy that shows and accepts only the setting's rows. Without
-//! the setting a row's tenant is NULL, which the column refuses and no
-//! policy matches: a connection that forgot the tenant sees nothing.
+//! and one policy that shows and accepts a row only when its tenant is the
+//! setting's **and** the tenant the connecting role is mapped to in
+//! `tenant_roles` (written by the owner only). Each tenant's hubs connect
+//! as a role of their own: a hub that sets another tenant's name sees
+//! nothing, and without the setting a row's tenant is NULL, which the
+//! column refuses and no policy matches.
 //!
 //! The hub connects as a role that owns no table and cannot bypass
 //! row-level security; [`check_role`] refuses any other.
@@ -105,10 +108,23 @@ const TABLES_V1: &[(&str, &str)] = &[
     ),
 ];
 
+/// Which role acts for which tenant: written by the owner (`migrate`),
+/// read by each hub role for its own row only.
+const TENANT_ROLES: &str = "CREATE TABLE airlock.tenant_roles (
+        role TEXT PRIMARY KEY, tenant TEXT NOT NULL CHECK (tenant <> ''));
+     ALTER TABLE airlock.tenant_roles ENABLE ROW LEVEL SECURITY;
+     ALTER TABLE airlock.tenant_roles FORCE ROW LEVEL SECURITY;
+     CREATE POLICY own_role ON airlock.tenant_roles USING (role = current_user);\n";
+
+/// The tenant the connecting role acts for (NULL for a role mapped to
+/// none): evaluated once per statement.
+const ROLE_TENANT: &str =
+    "(SELECT r.tenant FROM airlock.tenant_roles r WHERE r.role = current_user)";
+
 /// One migration: the SQL that moves the schema from its index to the
 /// next version. Never edit a shipped one; append.
 fn migrations() -> Vec<String> {
-    let mut v1 = String::new();
+    let mut v1 = TENANT_ROLES.to_string();
     for (table, columns) in TABLES_V1 {
         v1.push_str(&tenant_table(table, columns));
     }
@@ -126,8 +142,8 @@ fn tenant_table(table: &str, columns: &str) -> String {
          ALTER TABLE {SCHEMA}.{table} ENABLE ROW LEVEL SECURITY;
          ALTER TABLE {SCHEMA}.{table} FORCE ROW LEVEL SECURITY;
          CREATE POLICY tenant_rows ON {SCHEMA}.{table}
-             USING (tenant = current_setting('airlock.tenant', true))
-             WITH CHECK (tenant = current_setting('airlock.tenant', true));\n"
+             USING (tenant = current_setting('airlock.tenant', true) AND tenant = {ROLE_TENANT})
+             WITH CHECK (tenant = current_setting('airlock.tenant', true) AND tenant = {ROLE_TENANT});\n"
     )
 }
 
@@ -156,13 +172,47 @@ async fn version(client: &Client) -> Result<Option<i64>> {
 /// Applies every migration this airlock knows and that the database lacks,
 /// as the schema's owner, and grants `hub_role` what a hub needs (rows,
 /// never the tables). Refuses a newer schema.
-pub(crate) async fn migrate(client: &mut Client, url: &str, hub_role: &str) -> Result<i64> {
-    if !is_identifier(hub_role) {
+pub(crate) async fn migrate(
+    client: &mut Client,
+    url: &str,
+    hub_role: &str,
+    tenant: &str,
+) -> Result<i64> {
+    let reserved = ["public", "current_user", "session_user", "current_role"];
+    if !is_identifier(hub_role)
+        || reserved.contains(&hub_role.to_ascii_lowercase().as_str())
+        || hub_role.to_ascii_lowercase().starts_with("pg_")
+    {
         return Err(StoreError::Refused(format!(
-            "`{hub_role}` is not a plain role name (letters, digits and _ only)"
+            "`{hub_role}` is not a role a hub can be: a plain name (letters, digits and _), not PUBLIC or a pg_ role"
         )));
     }
     let tx = client.transaction().await?;
+    let exists = tx
+        .query_opt(
+            "SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1",
+            &[&hub_role],
+        )
+        .await?
+        .is_some();
+    if !exists {
+        return Err(StoreError::Refused(format!(
+            "there is no role `{hub_role}`; create it first (CREATE ROLE {hub_role} LOGIN, see docs/team.md)"
+        )));
+    }
+    let schema_owner = tx
+        .query_opt(
+            "SELECT pg_catalog.pg_get_userbyid(nspowner)::text = current_user::text
+               FROM pg_catalog.pg_namespace WHERE nspname = 'airlock'",
+            &[],
+        )
+        .await?
+        .map(|r| r.get::<_, bool>(0));
+    if schema_owner == Some(false) {
+        return Err(StoreError::Refused(
+            "schema `airlock` exists and belongs to another role; migrate as its owner".into(),
+        ));
+    }
     // One migrator at a time, whichever replica or operator runs it.
     tx.execute("SELECT pg_advisory_xact_lock(727170)", &[])
         .await?;
@@ -194,20 +244,45 @@ pub(crate) async fn migrate(client: &mut Client, url: &str, hub_role: &str) -> R
         )
         .await?;
     }
+    // Rows, never tables; the audit log is append-only for hubs, and the
+    // version and the role map are the owner's.
     tx.batch_execute(&format!(
-        "GRANT USAGE ON SCHEMA {SCHEMA} TO {hub_role};
-         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {SCHEMA} TO {hub_role};
-         REVOKE INSERT, UPDATE, DELETE ON {SCHEMA}.schema_version FROM {hub_role};
-         GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO {hub_role};"
+        "GRANT USAGE ON SCHEMA {SCHEMA} TO \"{hub_role}\";
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {SCHEMA} TO \"{hub_role}\";
+         REVOKE INSERT, UPDATE, DELETE ON {SCHEMA}.schema_version, {SCHEMA}.tenant_roles FROM \"{hub_role}\";
+         REVOKE UPDATE, DELETE ON {SCHEMA}.audit FROM \"{hub_role}\";
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA {SCHEMA} TO \"{hub_role}\";"
     ))
     .await?;
+    let mapped = tx
+        .query_opt(
+            "SELECT tenant FROM airlock.tenant_roles WHERE role = $1",
+            &[&hub_role],
+        )
+        .await?
+        .map(|r| r.get::<_, String>(0));
+    match mapped {
+        Some(t) if t != tenant => {
+            return Err(StoreError::Refused(format!(
+                "the role `{hub_role}` already acts for tenant `{t}`; each tenant's hubs need a role of their own"
+            )));
+        }
+        Some(_) => {}
+        None => {
+            tx.execute(
+                "INSERT INTO airlock.tenant_roles (role, tenant) VALUES ($1, $2)",
+                &[&hub_role, &tenant],
+            )
+            .await?;
+        }
+    }
     tx.commit().await?;
     Ok(supported)
 }
 
 /// Before a hub uses the database: the schema is the version it knows,
 /// and its role is held by row-level security.
-pub(crate) async fn check(client: &Client, url: &str) -> Result<()> {
+pub(crate) async fn check(client: &Client, url: &str, tenant: &str) -> Result<()> {
     check_role(client).await?;
     let supported = supported();
     match version(client).await? {
@@ -224,7 +299,28 @@ pub(crate) async fn check(client: &Client, url: &str) -> Result<()> {
             "the database at {} has airlock schema version {found}, older than this airlock's {supported}; its owner upgrades it with `airlock store migrate`",
             redacted(url)
         ))),
-        Some(_) => Ok(()),
+        Some(_) => check_tenant_role(client, tenant).await,
+    }
+}
+
+/// The role must be the one mapped to `tenant`.
+async fn check_tenant_role(client: &Client, tenant: &str) -> Result<()> {
+    let row = client
+        .query_one(
+            "SELECT current_user::text,
+                    (SELECT r.tenant FROM airlock.tenant_roles r WHERE r.role = current_user)",
+            &[],
+        )
+        .await?;
+    let (user, mapped): (String, Option<String>) = (row.get(0), row.get(1));
+    match mapped {
+        Some(t) if t == tenant => Ok(()),
+        Some(t) => Err(StoreError::Refused(format!(
+            "the role `{user}` acts for tenant `{t}`, not `{tenant}`; connect as `{tenant}`'s role"
+        ))),
+        None => Err(StoreError::Refused(format!(
+            "the role `{user}` acts for no tenant; the owner maps it with `airlock store migrate --hub-role {user} --tenant {tenant}`"
+        ))),
     }
 }
 
@@ -233,10 +329,12 @@ pub(crate) async fn check(client: &Client, url: &str) -> Result<()> {
 pub(crate) async fn check_role(client: &Client) -> Result<()> {
     let row = client
         .query_one(
-            "SELECT current_user::text, r.rolsuper, r.rolbypassrls,
+            "SELECT current_user::text, r.rolsuper OR r.rolcreaterole, r.rolbypassrls,
                     (SELECT count(*) FROM pg_catalog.pg_class c
                        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-                      WHERE n.nspname = 'airlock' AND pg_catalog.pg_has_role(c.relowner, 'USAGE'))
+                      WHERE n.nspname = 'airlock' AND pg_catalog.pg_has_role(c.relowner, 'MEMBER'))
+                  + (SELECT count(*) FROM pg_catalog.pg_namespace n
+                      WHERE n.nspname = 'airlock' AND pg_catalog.pg_has_role(n.nspowner, 'MEMBER'))
                FROM pg_catalog.pg_roles r WHERE r.rolname = current_user",
             &[],
         )
@@ -244,11 +342,11 @@ pub(crate) async fn check_role(client: &Client) -> Result<()> {
     let (user, superuser, bypass, owned): (String, bool, bool, i64) =
         (row.get(0), row.get(1), row.get(2), row.get(3));
     let why = if superuser {
-        "is a superuser"
+        "is a superuser or may create roles"
     } else if bypass {
         "has BYPASSRLS"
     } else if owned > 0 {
-        "owns (or is a member of the owner of) airlock's tables"
+        "owns (or is a member of the owner of) airlock's schema or tables"
     } else {
         return Ok(());
     };
@@ -289,6 +387,9 @@ mod tests {
         for (table, _) in TABLES_V1 {
             for needle in [
                 format!("CREATE TABLE airlock.{table} (tenant TEXT NOT NULL"),
+                format!(
+                    "USING (tenant = current_setting('airlock.tenant', true) AND tenant = {ROLE_TENANT})"
+                ),
                 format!("ALTER TABLE airlock.{table} ENABLE ROW LEVEL SECURITY"),
                 format!("ALTER TABLE airlock.{table} FORCE ROW LEVEL SECURITY"),
                 format!("CREATE POLICY tenant_rows ON airlock.{table}"),
