@@ -51,6 +51,8 @@ pub struct Metrics {
     source_states: Family<Labels, Gauge<i64, std::sync::atomic::AtomicI64>>,
     store_seconds: Family<Labels, Histogram>,
     store_errors: Family<Labels, Counter<u64, AtomicU64>>,
+    /// Two scrapes at once take turns: each resets the gauges it sets.
+    scraping: std::sync::Mutex<()>,
 }
 
 fn histogram_family() -> Family<Labels, Histogram> {
@@ -75,6 +77,7 @@ impl Metrics {
             source_states: Family::default(),
             store_seconds: histogram_family(),
             store_errors: Family::default(),
+            scraping: std::sync::Mutex::new(()),
         };
         let r = &mut m.registry;
         r.register(
@@ -179,6 +182,7 @@ impl Metrics {
         pending: Option<usize>,
         states: impl IntoIterator<Item = &'a str>,
     ) -> String {
+        let _turn = self.scraping.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = pending {
             self.pending.set(n as i64);
         }

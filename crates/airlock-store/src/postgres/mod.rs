@@ -245,10 +245,14 @@ async fn in_tenant<T>(
 ) -> Result<T> {
     let mut lease = pool.lease().await?;
     let tx = lease.client().transaction().await?;
-    tx.execute(
-        "SELECT set_config($1, $2, true)",
-        &[&schema::TENANT_SETTING, &tenant],
-    )
+    // One round trip in the simple protocol (no statement to prepare);
+    // the tenant is a checked plain name (`check_tenant`), so it cannot
+    // leave its quotes.
+    debug_assert!(airlock_common::is_tenant_name(tenant));
+    tx.batch_execute(&format!(
+        "SELECT set_config('{}', '{tenant}', true)",
+        schema::TENANT_SETTING
+    ))
     .await?;
     let out = f(&tx).await?;
     tx.commit().await?;
