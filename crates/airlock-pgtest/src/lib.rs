@@ -259,13 +259,7 @@ impl Server {
     /// Runs `sql` in `database` as the superuser; what psql printed
     /// (unaligned, tuples only).
     pub fn psql(&self, database: &str, sql: &str) -> String {
-        self.psql_as(ADMIN, database, sql)
-    }
-
-    /// Runs `sql` in `database` as `role`.
-    pub fn psql_as(&self, role: &str, database: &str, sql: &str) -> String {
-        let out = self.psql_output(role, database, sql);
-        checked("psql", out)
+        checked("psql", self.psql_output(ADMIN, database, sql))
     }
 
     /// Runs `sql` as `role`; the raw output, failed or not.
