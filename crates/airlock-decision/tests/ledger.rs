@@ -324,3 +324,62 @@ fn a_decision_is_announced_to_every_replica_of_the_tenant_only() {
         "another tenant's replica heard the decision"
     );
 }
+
+#[test]
+fn a_listener_that_lost_its_connection_listens_again_and_says_so_to_catch_up() {
+    let db = airlock_pgtest::Server::shared().database();
+    let waiting = pg_tenant(&db, "team-a");
+    let deciding = Ledger::Postgres(pg_tenant(&db, "team-a"));
+    let (heard_tx, heard) = std::sync::mpsc::channel::<String>();
+    let (up_tx, up) = std::sync::mpsc::channel::<()>();
+    waiting
+        .listen(
+            move |id| {
+                let _ = heard_tx.send(id.to_string());
+            },
+            move || {
+                let _ = up_tx.send(());
+            },
+        )
+        .unwrap();
+    let wait = std::time::Duration::from_secs(10);
+    up.recv_timeout(wait).expect("listening");
+    // The listening connection is cut (a failover, a restart of the
+    // server), and a decision is made while it is down: its NOTIFY is
+    // lost for this listener.
+    let p = waiting
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
+    let id = p.id().to_string();
+    airlock_pgtest::Server::shared().psql(
+        &db.name,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'",
+    );
+    assert_eq!(
+        record_decision(&deciding, &id, "me", Choice::AllowOnce, "cli").unwrap(),
+        Recorded::Approved
+    );
+    // The listener comes back and says so: that is when a hub has every
+    // waiting call re-read its row, and this one finds its decision.
+    up.recv_timeout(wait)
+        .expect("the listener listened again after losing its connection");
+    assert!(matches!(
+        waiting.ledger_look(p).unwrap(),
+        Waited::Approved(_)
+    ));
+    // Decisions after the reconnect are heard again.
+    let p2 = waiting
+        .ledger_create(&call("me"), 60_000, 86_400_000)
+        .unwrap();
+    let id2 = p2.id().to_string();
+    record_decision(&deciding, &id2, "me", Choice::Deny, "cli").unwrap();
+    loop {
+        let h = heard
+            .recv_timeout(wait)
+            .expect("a decision after the reconnect was heard");
+        if h == id2 {
+            break;
+        }
+        assert_eq!(h, id, "only the two decisions are announced");
+    }
+}
