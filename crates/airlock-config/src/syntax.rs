@@ -58,7 +58,8 @@ const OAUTH_KEYS: &[&str] = &[
     "scopes",
     "resource",
 ];
-const TOP_KEYS: &[&str] = &["hub", "sources", "rules"];
+const TOP_KEYS: &[&str] = &["hub", "store", "sources", "rules"];
+const STORE_KEYS: &[&str] = &["url", "tenant", "password"];
 const RULE_KEYS: &[&str] = &[
     "action",
     "source",
@@ -91,6 +92,8 @@ pub(crate) fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> Config
             TOP_KEYS
         } else if header == "hub" {
             HUB_KEYS
+        } else if header == "store" {
+            STORE_KEYS
         } else if header == "rules.when" {
             CONDITION_KEYS
         } else if header == "rules" {

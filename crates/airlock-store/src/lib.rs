@@ -28,8 +28,10 @@ use serde::{Deserialize, Serialize};
 pub enum StoreError {
     #[error("store database error: {0}")]
     Database(#[from] rusqlite::Error),
+    /// The server's own words, once: not a source as well, so that error
+    /// chains do not print them twice.
     #[error("PostgreSQL store error: {}", postgres_error(.0))]
-    Postgres(#[from] tokio_postgres::Error),
+    Postgres(tokio_postgres::Error),
     #[error("the store is unavailable: {0}")]
     Unavailable(String),
     /// The store cannot be used as configured (a schema it does not know,
@@ -56,6 +58,12 @@ pub enum StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> StoreError {
+        StoreError::Postgres(e)
+    }
+}
 
 /// A PostgreSQL error with the server's own message when there is one
 /// (tokio-postgres alone says only "db error").

@@ -116,7 +116,14 @@ impl PgStore {
             driver,
         };
         futures::executor::block_on(async {
-            let mut lease = store.pool.lease().await?;
+            let mut lease = store.pool.lease().await.map_err(|e| match e {
+                StoreError::Postgres(e) => StoreError::Unavailable(format!(
+                    "cannot reach the store at {}: {}",
+                    schema::redacted(&store.target.url),
+                    postgres_cause(&e)
+                )),
+                other => other,
+            })?;
             schema::check(lease.client(), &store.target.url, &store.target.tenant).await
         })?;
         Ok(Arc::new(store))
@@ -233,6 +240,16 @@ impl PgStore {
         );
         Ok(())
     }
+}
+
+/// What went wrong under a connection error, in the deepest words
+/// available (tokio-postgres repeats its own context at each level).
+fn postgres_cause(e: &tokio_postgres::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
 }
 
 /// Runs `f` in one transaction of `pool` acting for `tenant`: the setting
